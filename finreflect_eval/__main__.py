@@ -1,0 +1,3 @@
+from finreflect_eval.cli import main
+
+raise SystemExit(main())

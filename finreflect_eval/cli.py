@@ -1,0 +1,154 @@
+"""The `finreflect-eval` command line. Heavy imports happen inside each command, so `--help` is
+instant; a user error prints one line (no traceback) and exits 1."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from finreflect_eval import __version__
+from finreflect_eval.errors import FinReflectError
+
+logger = logging.getLogger("finreflect_eval")
+
+# Commands of the CLI contract (DESIGN.md §10) that later work fills in.
+NOT_BUILT = {
+    "run": "extract → judge → score in one command",
+    "extract": "run a candidate model over the benchmark spans",
+    "judge": "score saved extractions with a judge panel",
+    "score": "recompute metrics from saved samples",
+    "submit": "validate a results file and add it to the leaderboard",
+    "audit-judges": "measure judge accuracy and bias on gold labels",
+}
+
+
+def _dataset_info(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import available_splits, describe, load_benchmark
+
+    splits = [args.split] if args.split else available_splits(args.dataset, args.revision)
+    benchmarks = [
+        load_benchmark(args.dataset, split=split, revision=args.revision) for split in splits
+    ]
+    print(describe(benchmarks), end="")
+
+
+def _dataset_build(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import build_spans, write_dataset_folder
+
+    spans = build_spans(
+        args.files,
+        max_tokens=args.max_tokens,
+        tokenizer=args.tokenizer,
+        ticker=args.ticker,
+        fiscal_year=args.fiscal_year,
+    )
+    output = write_dataset_folder(args.output, {"spans": {args.split: spans}})
+    print(f"wrote {len(spans)} spans from {len(args.files)} filing(s) to {output}")
+
+
+def _dataset_push(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import push_dataset
+
+    url = push_dataset(args.folder, args.repo_id, private=args.private)
+    print(f"pushed {args.folder} to {url}")
+
+
+def _not_built(name: str) -> Callable[[argparse.Namespace], None]:
+    def command(_: argparse.Namespace) -> None:
+        raise FinReflectError(f"'{name}' is not built yet in finreflect-eval {__version__}")
+
+    return command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="finreflect-eval",
+        description="Benchmark KG extraction from 10-K filings with a panel of LLM judges.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    for name, summary in NOT_BUILT.items():
+        sub = commands.add_parser(name, help=f"{summary} (not built yet)", description=summary)
+        sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        sub.set_defaults(func=_not_built(name))
+
+    tasks = commands.add_parser("tasks", help="list and validate tasks (not built yet)")
+    tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    for action in ("list", "validate"):
+        sub = tasks_commands.add_parser(action, help=f"{action} tasks (not built yet)")
+        sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+        sub.set_defaults(func=_not_built(f"tasks {action}"))
+
+    board = commands.add_parser("leaderboard", help="build the static leaderboard (not built yet)")
+    board_commands = board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
+    sub = board_commands.add_parser("build", help="render leaderboard/index.html (not built yet)")
+    sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    sub.set_defaults(func=_not_built("leaderboard build"))
+
+    dataset = commands.add_parser("dataset", help="inspect, build and publish benchmark data")
+    data_commands = dataset.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")
+
+    info = data_commands.add_parser(
+        "info", help="counts per config, split, company and section of a dataset"
+    )
+    info.add_argument(
+        "--dataset", default="sample", help="'sample', a local folder or file, or a Hub id"
+    )
+    info.add_argument("--split", help="one split only (default: all)")
+    info.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    info.set_defaults(func=_dataset_info)
+
+    build = data_commands.add_parser(
+        "build", help="chunk 10-K filings (HTML, text, markdown) into a dataset folder"
+    )
+    build.add_argument("files", nargs="+", type=Path, metavar="FILE", help="10-K filings")
+    build.add_argument("--output", required=True, type=Path, help="dataset folder to write")
+    build.add_argument("--max-tokens", type=_positive_int, default=2048, help="default: 2048")
+    build.add_argument(
+        "--tokenizer",
+        default="regex",
+        help="token counter: 'regex' (fast, offline; default) or a Hugging Face tokenizer "
+        "name or path",
+    )
+    build.add_argument("--ticker", help="default: from the file name (AMZN_10-K-2025-02-07.txt)")
+    build.add_argument(
+        "--fiscal-year", type=int, help="default: from the cover page, else the file name"
+    )
+    build.add_argument("--split", default="test", help="split name to write (default: test)")
+    build.set_defaults(func=_dataset_build)
+
+    push = data_commands.add_parser("push", help="upload a dataset folder to the Hugging Face Hub")
+    push.add_argument("folder", type=Path, help="dataset folder (from `dataset build`)")
+    push.add_argument("--repo-id", required=True, help="Hub dataset repo, e.g. org/name")
+    push.add_argument("--private", action="store_true", help="create the repo as private")
+    push.set_defaults(func=_dataset_push)
+    return parser
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        args.func(args)
+    except FinReflectError as exc:
+        print(f"finreflect-eval: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("finreflect-eval: interrupted", file=sys.stderr)
+        return 130
+    return 0

@@ -1,0 +1,188 @@
+"""Load a benchmark split: the bundled sample, a local folder or file, or a Hub dataset."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import datasets
+from pydantic import BaseModel, ValidationError
+
+from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
+from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark, text_sha256
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.resources import sample_dir
+
+logger = logging.getLogger(__name__)
+
+SAMPLE = "sample"
+_FILE_BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
+
+
+def resolve_dataset(dataset: str) -> str:
+    """`sample` → the bundled folder; an existing path → itself; anything else is a Hub id."""
+    if dataset == SAMPLE:
+        return str(sample_dir())
+    path = Path(dataset).expanduser()
+    if path.exists():
+        return str(path.resolve())
+    if dataset.startswith((".", "/", "~")) or dataset.count("/") > 1:
+        raise FinReflectError(f"dataset path {dataset} does not exist")
+    return dataset
+
+
+def load_benchmark(
+    dataset: str = SAMPLE,
+    *,
+    split: str = "test",
+    limit: int | None = None,
+    revision: str | None = None,
+) -> Benchmark:
+    """Load one split as typed records; `limit` keeps the first N spans in dataset order.
+
+    Accepts our format (configs `spans`, `reference_triples`, `judgments`) or rows in the layout
+    of `domyn/FinReflectKG-EvalBench` (one triple per row with its chunk), told apart by columns.
+    """
+    source = resolve_dataset(dataset)
+    try:
+        benchmark = _load(source, split=split, revision=revision, name=dataset)
+    except FinReflectError:
+        raise
+    except (ConnectionError, OSError) as exc:
+        # Offline mode, no network, or a missing Hub repo all surface as these.
+        raise FinReflectError(
+            f"cannot load dataset '{dataset}' ({_one_line(exc)}); offline, use --dataset sample "
+            "or a local path"
+        ) from exc
+    return benchmark.limited(limit)
+
+
+def _load(source: str, *, split: str, revision: str | None, name: str) -> Benchmark:
+    path = Path(source)
+    if path.is_file():
+        builder = _FILE_BUILDERS.get(path.suffix.lower())
+        if builder is None:
+            raise FinReflectError(f"unsupported dataset file type: {path.name}")
+        rows = datasets.load_dataset(builder, data_files=str(path), split="train")
+        return _from_rows(rows, name=name, split=split, revision=revision)
+
+    configs = datasets.get_dataset_config_names(source, revision=revision)
+    if "spans" in configs:
+        return _load_our_format(source, configs, split=split, revision=revision, name=name)
+    dataset_dict = datasets.load_dataset(source, revision=revision)
+    return _from_rows(
+        _pick_split(dataset_dict, split, name), name=name, split=split, revision=revision
+    )
+
+
+def _from_rows(rows: datasets.Dataset, *, name: str, split: str, revision: str | None) -> Benchmark:
+    if not is_evalbench(rows.column_names):
+        raise FinReflectError(
+            f"dataset '{name}' is neither our format (configs {', '.join(CONFIGS)}) nor "
+            f"FinReflectKG-EvalBench rows (columns found: {', '.join(rows.column_names)})"
+        )
+    return evalbench_to_benchmark(rows, dataset=name, split=split, revision=revision)
+
+
+def _pick_split(dataset_dict: datasets.DatasetDict, split: str, name: str) -> datasets.Dataset:
+    if split in dataset_dict:
+        return dataset_dict[split]
+    if len(dataset_dict) == 1:  # single-split data (e.g. only "train"): use it, and say so
+        (only,) = dataset_dict
+        logger.info("dataset '%s' has no split '%s'; using its only split '%s'", name, split, only)
+        return dataset_dict[only]
+    raise FinReflectError(
+        f"dataset '{name}' has no split '{split}' (splits: {', '.join(dataset_dict)})"
+    )
+
+
+def _load_our_format(
+    source: str, configs: list[str], *, split: str, revision: str | None, name: str
+) -> Benchmark:
+    records: dict[str, list[Any]] = {}
+    for config in CONFIGS:
+        if config not in configs:  # e.g. a freshly built folder has spans only
+            records[config] = []
+            continue
+        dataset_dict = datasets.load_dataset(source, config, revision=revision)
+        if split not in dataset_dict:
+            if config == "spans":
+                raise FinReflectError(
+                    f"dataset '{name}' has no split '{split}' (splits: {', '.join(dataset_dict)})"
+                )
+            records[config] = []
+            continue
+        records[config] = parse_rows(
+            dataset_dict[split], config, where=f"{name} [{config}/{split}]"
+        )
+    spans, triples, judgments = (records[config] for config in CONFIGS)
+    _check_integrity(spans, triples, judgments, where=f"{name} [{split}]")
+    return Benchmark(
+        dataset=name,
+        split=split,
+        spans=spans,
+        reference_triples=triples,
+        judgments=judgments,
+        revision=revision,
+    )
+
+
+def parse_rows(rows: Iterable[Mapping[str, Any]], config: str, *, where: str) -> list[Any]:
+    """Validate rows into records; the first bad row is an error naming the row and field."""
+    record_type: type[BaseModel] = RECORD_TYPES[config]
+    records = []
+    for index, row in enumerate(rows):
+        missing = [
+            f
+            for f, info in record_type.model_fields.items()
+            if info.is_required() and row.get(f) is None
+        ]
+        if missing:
+            raise FinReflectError(f"{where} row {index}: missing required field '{missing[0]}'")
+        try:
+            records.append(record_type.model_validate(dict(row)))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(part) for part in first["loc"]) or "(row)"
+            raise FinReflectError(f"{where} row {index}: field '{field}': {first['msg']}") from exc
+    return records
+
+
+def _check_integrity(spans, triples, judgments, *, where: str) -> None:
+    seen: set[str] = set()
+    for index, span in enumerate(spans):
+        if span.span_id in seen:
+            raise FinReflectError(f"{where} spans row {index}: duplicate span_id '{span.span_id}'")
+        if span.sha256 != text_sha256(span.text):
+            raise FinReflectError(f"{where} spans row {index}: field 'sha256' does not match text")
+        seen.add(span.span_id)
+    for config, rows in (("reference_triples", triples), ("judgments", judgments)):
+        for index, row in enumerate(rows):
+            if row.span_id not in seen:
+                raise FinReflectError(
+                    f"{where} {config} row {index}: field 'span_id': unknown span '{row.span_id}'"
+                )
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
+
+
+def available_splits(dataset: str, revision: str | None = None) -> list[str]:
+    """Split names of a dataset (of its `spans` config in our format), test first."""
+    source = resolve_dataset(dataset)
+    try:
+        if Path(source).is_file():
+            return ["test"]
+        configs = datasets.get_dataset_config_names(source, revision=revision)
+        config = "spans" if "spans" in configs else configs[0]
+        splits = datasets.get_dataset_split_names(source, config, revision=revision)
+    except (ConnectionError, OSError) as exc:
+        raise FinReflectError(
+            f"cannot load dataset '{dataset}' ({_one_line(exc)}); offline, use --dataset sample "
+            "or a local path"
+        ) from exc
+    return sorted(splits, key=lambda s: (s != "test", s != "dev", s))

@@ -1,0 +1,198 @@
+"""Typed records of the benchmark data and the parquet features they are stored with."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from typing import Literal
+
+import datasets
+from pydantic import BaseModel, ConfigDict, Field
+
+from finreflect_eval.schema import Triple
+
+CONFIGS = ("spans", "reference_triples", "judgments")
+TRIPLE_CRITERIA = ("faithfulness", "precision", "relevance")
+CRITERIA = (*TRIPLE_CRITERIA, "comprehensiveness")
+COMPREHENSIVENESS_LEVELS = ("good", "partial", "poor")
+
+Criterion = Literal["faithfulness", "precision", "relevance", "comprehensiveness"]
+
+
+class Span(BaseModel):
+    """One chunk of a 10-K filing: the unit that is extracted from and judged."""
+
+    model_config = ConfigDict(frozen=True)
+
+    span_id: str = Field(min_length=1)
+    ticker: str = Field(min_length=1)
+    company: str
+    fiscal_year: int
+    form: str = "10-K"
+    source_file: str
+    section: str
+    page_id: str
+    chunk_index: int
+    content_type: Literal["text", "table"] = "text"
+    text: str = Field(min_length=1)
+    n_tokens: int
+    sha256: str
+
+
+class ReferenceTriple(Triple):
+    """A reference (gold or published) triple for a span."""
+
+    span_id: str = Field(min_length=1)
+    triple_id: str = Field(min_length=1)
+    source: str
+
+    @property
+    def triple(self) -> Triple:
+        return Triple.from_tuple(self.as_tuple())
+
+
+class Judgment(BaseModel):
+    """A gold or reference label: a triple on one criterion, or a span's triple set on
+    comprehensiveness (then `triple_id` is empty and the triple fields are empty)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    span_id: str = Field(min_length=1)
+    triple_id: str
+    criterion: Criterion
+    label: str
+    annotator: str
+    subject: str = ""
+    subject_type: str = ""
+    relation: str = ""
+    object: str = ""
+    object_type: str = ""
+    flaw: str = ""
+
+    def model_post_init(self, _context: object) -> None:
+        allowed = COMPREHENSIVENESS_LEVELS if self.criterion == "comprehensiveness" else ("0", "1")
+        if self.label not in allowed:
+            raise ValueError(f"label {self.label!r} is not one of {', '.join(allowed)}")
+        if self.criterion != "comprehensiveness" and not (self.triple_id and self.subject):
+            raise ValueError(f"a {self.criterion} judgment needs triple_id and the triple")
+
+    @property
+    def triple(self) -> Triple:
+        return Triple(
+            subject=self.subject,
+            subject_type=self.subject_type,
+            relation=self.relation,
+            object=self.object,
+            object_type=self.object_type,
+        )
+
+
+RECORD_TYPES: dict[str, type[BaseModel]] = {
+    "spans": Span,
+    "reference_triples": ReferenceTriple,
+    "judgments": Judgment,
+}
+
+_str = datasets.Value("string")
+FEATURES = {
+    "spans": datasets.Features(
+        {
+            "span_id": _str,
+            "ticker": _str,
+            "company": _str,
+            "fiscal_year": datasets.Value("int32"),
+            "form": _str,
+            "source_file": _str,
+            "section": _str,
+            "page_id": _str,
+            "chunk_index": datasets.Value("int32"),
+            "content_type": _str,
+            "text": _str,
+            "n_tokens": datasets.Value("int32"),
+            "sha256": _str,
+        }
+    ),
+    "reference_triples": datasets.Features(
+        {
+            name: _str
+            for name in (
+                "span_id",
+                "triple_id",
+                *Triple.model_fields,
+                "source",
+            )
+        }
+    ),
+    "judgments": datasets.Features(
+        {
+            name: _str
+            for name in (
+                "span_id",
+                "triple_id",
+                "criterion",
+                "label",
+                "annotator",
+                *Triple.model_fields,
+                "flaw",
+            )
+        }
+    ),
+}
+
+
+def text_sha256(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Benchmark:
+    """One split of a benchmark dataset, as typed records."""
+
+    dataset: str
+    split: str
+    spans: list[Span]
+    reference_triples: list[ReferenceTriple] = field(default_factory=list)
+    judgments: list[Judgment] = field(default_factory=list)
+    revision: str | None = None
+    fingerprint: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.fingerprint:
+            self.fingerprint = fingerprint(self.spans, self.reference_triples, self.judgments)
+
+    def limited(self, limit: int | None) -> Benchmark:
+        """The first `limit` spans (in dataset order) with their triples and judgments."""
+        if limit is None or limit >= len(self.spans):
+            return self
+        if limit < 1:
+            raise ValueError("limit must be a positive number of spans")
+        keep = {span.span_id for span in self.spans[:limit]}
+        return Benchmark(
+            dataset=self.dataset,
+            split=self.split,
+            spans=self.spans[:limit],
+            reference_triples=[t for t in self.reference_triples if t.span_id in keep],
+            judgments=[j for j in self.judgments if j.span_id in keep],
+            revision=self.revision,
+            fingerprint=self.fingerprint,  # identifies the dataset, not the subset
+        )
+
+    def triples_by_span(self) -> dict[str, list[ReferenceTriple]]:
+        grouped: dict[str, list[ReferenceTriple]] = {span.span_id: [] for span in self.spans}
+        for triple in self.reference_triples:
+            grouped.setdefault(triple.span_id, []).append(triple)
+        return grouped
+
+
+def fingerprint(
+    spans: list[Span], triples: list[ReferenceTriple], judgments: list[Judgment]
+) -> str:
+    """A content hash of a split: the same records give the same fingerprint wherever loaded."""
+    digest = hashlib.sha256()
+    for records in (spans, triples, judgments):
+        for record in records:
+            digest.update(json.dumps(record.model_dump(), sort_keys=True).encode("utf-8"))
+            digest.update(b"\n")
+        digest.update(b"\x00")
+    return digest.hexdigest()[:16]

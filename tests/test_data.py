@@ -1,0 +1,137 @@
+import pandas as pd
+import pytest
+
+from finreflect_eval.data import load_benchmark, text_sha256
+from finreflect_eval.errors import FinReflectError
+
+EVALBENCH_ROWS = [
+    # two triples of one chunk, one of another chunk; Domyn stores relations lowercased
+    {
+        "ticker": "AMT",
+        "year": 2024,
+        "source_file": "AMT_10k_2024.pdf",
+        "page_id": "page_96",
+        "chunk_id": "chunk_1",
+        "triplet_id": "t1",
+        "entity": "amt",
+        "relationship": "subject_to",
+        "target": "reit status",
+        "chunk_text": "AMT operates as a REIT for federal income tax purposes.",
+        "is_faithfulness": 1,
+        "is_precision": 1,
+        "is_relevance": 0,
+    },
+    {
+        "ticker": "AMT",
+        "year": 2024,
+        "source_file": "AMT_10k_2024.pdf",
+        "page_id": "page_96",
+        "chunk_id": "chunk_1",
+        "triplet_id": "t2",
+        "entity": "company",
+        "relationship": "operates_in",
+        "target": "united state",
+        "chunk_text": "AMT operates as a REIT for federal income tax purposes.",
+        "is_faithfulness": 0,
+        "is_precision": 0,
+        "is_relevance": 1,
+    },
+    {
+        "ticker": "LIN",
+        "year": 2023,
+        "source_file": "LIN_10k_2023.pdf",
+        "page_id": "page_24",
+        "chunk_id": "chunk_1",
+        "triplet_id": "t3",
+        "entity": "lin",
+        "relationship": "Distributes",
+        "target": "process gases",
+        "chunk_text": "Linde distributes process gases by pipeline.",
+        "is_faithfulness": 1,
+        "is_precision": 1,
+        "is_relevance": 1,
+    },
+]
+
+
+def write_parquet(tmp_path, rows, name="evalbench.parquet"):
+    path = tmp_path / name
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_evalbench_adapter_groups_rows_into_spans(tmp_path):
+    bench = load_benchmark(str(write_parquet(tmp_path, EVALBENCH_ROWS)))
+    assert [s.span_id for s in bench.spans] == [
+        "AMT_2024_page_96_chunk_1",
+        "LIN_2023_page_24_chunk_1",
+    ]
+    amt = bench.spans[0]
+    assert amt.ticker == "AMT" and amt.fiscal_year == 2024 and amt.chunk_index == 1
+    assert amt.sha256 == text_sha256(amt.text) and amt.n_tokens == 11
+    assert [t.triple_id for t in bench.reference_triples] == ["t1", "t2", "t3"]
+    first = bench.reference_triples[0]
+    assert (first.subject, first.relation, first.object) == ("amt", "Subject_To", "reit status")
+    assert bench.reference_triples[2].relation == "Distributes"  # off-schema kept as is
+    labels = {(j.triple_id, j.criterion): j.label for j in bench.judgments}
+    assert len(labels) == 9
+    assert labels["t1", "relevance"] == "0" and labels["t2", "faithfulness"] == "0"
+    assert labels["t3", "precision"] == "1"
+    assert bench.limited(1).spans == bench.spans[:1]
+    assert {t.triple_id for t in bench.limited(1).reference_triples} == {"t1", "t2"}
+
+
+def test_evalbench_optional_columns_are_used(tmp_path):
+    rows = [
+        dict(row, entity_type="ORG", target_type="REGULATORY_REQUIREMENT") for row in EVALBENCH_ROWS
+    ]
+    bench = load_benchmark(str(write_parquet(tmp_path, rows)))
+    assert bench.reference_triples[0].subject_type == "ORG"
+    assert bench.reference_triples[0].object_type == "REGULATORY_REQUIREMENT"
+
+
+def test_evalbench_row_missing_chunk_text_is_named(tmp_path):
+    rows = [dict(row) for row in EVALBENCH_ROWS]
+    rows[2]["chunk_text"] = None
+    with pytest.raises(FinReflectError, match=r"row 2: missing required field 'chunk_text'"):
+        load_benchmark(str(write_parquet(tmp_path, rows)))
+
+
+def test_evalbench_column_missing_entirely_is_named(tmp_path):
+    rows = [{k: v for k, v in row.items() if k != "source_file"} for row in EVALBENCH_ROWS]
+    with pytest.raises(FinReflectError, match=r"row 0: missing required field 'source_file'"):
+        load_benchmark(str(write_parquet(tmp_path, rows)))
+
+
+def test_evalbench_bad_label_is_named(tmp_path):
+    rows = [dict(row, is_precision=str(row["is_precision"])) for row in EVALBENCH_ROWS]
+    rows[1]["is_precision"] = "maybe"
+    with pytest.raises(FinReflectError, match=r"row 1: field 'is_precision'"):
+        load_benchmark(str(write_parquet(tmp_path, rows)))
+
+
+def test_evalbench_same_chunk_ids_in_two_files_stay_apart(tmp_path):
+    rows = [dict(EVALBENCH_ROWS[0]), dict(EVALBENCH_ROWS[0], source_file="AMT_10k_2024_A.pdf")]
+    rows[1]["triplet_id"] = "t9"
+    bench = load_benchmark(str(write_parquet(tmp_path, rows)))
+    assert len(bench.spans) == 2 and len({s.span_id for s in bench.spans}) == 2
+    assert [t.span_id for t in bench.reference_triples] == [s.span_id for s in bench.spans]
+
+
+def test_evalbench_folder_with_single_train_split(tmp_path):
+    folder = tmp_path / "hub_layout"
+    (folder / "data").mkdir(parents=True)
+    write_parquet(folder / "data", EVALBENCH_ROWS, "train-00000-of-00001.parquet")
+    bench = load_benchmark(str(folder))  # asks for "test", takes the only split
+    assert len(bench.spans) == 2 and len(bench.reference_triples) == 3
+
+
+def test_unknown_format_is_refused(tmp_path):
+    path = write_parquet(tmp_path, [{"question": "q", "answer": "a"}])
+    with pytest.raises(FinReflectError, match="neither our format"):
+        load_benchmark(str(path))
+
+
+def test_missing_local_path_is_refused():
+    with pytest.raises(FinReflectError, match="does not exist"):
+        load_benchmark("./no/such/folder")
