@@ -74,21 +74,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, summary in NOT_BUILT.items():
         sub = commands.add_parser(name, help=f"{summary} (not built yet)", description=summary)
-        sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        sub.set_defaults(func=_not_built(name))
+        sub.set_defaults(func=_not_built(name), any_arguments=True)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks (not built yet)")
     tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     for action in ("list", "validate"):
         sub = tasks_commands.add_parser(action, help=f"{action} tasks (not built yet)")
-        sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-        sub.set_defaults(func=_not_built(f"tasks {action}"))
+        sub.set_defaults(func=_not_built(f"tasks {action}"), any_arguments=True)
 
     board = commands.add_parser("leaderboard", help="build the static leaderboard (not built yet)")
     board_commands = board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
     sub = board_commands.add_parser("build", help="render leaderboard/index.html (not built yet)")
-    sub.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
-    sub.set_defaults(func=_not_built("leaderboard build"))
+    sub.set_defaults(func=_not_built("leaderboard build"), any_arguments=True)
 
     dataset = commands.add_parser("dataset", help="inspect, build and publish benchmark data")
     data_commands = dataset.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")
@@ -138,7 +135,11 @@ def _positive_int(value: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # Commands not built yet take any arguments, so they can say so instead of a usage error.
+    args, unknown = parser.parse_known_args(argv)
+    if unknown and not getattr(args, "any_arguments", False):
+        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",

@@ -123,3 +123,16 @@ def test_help_everywhere(cli):
     for command in (["--help"], ["dataset", "--help"], ["dataset", "build", "--help"]):
         result = cli(*command)
         assert result.returncode == 0 and "usage:" in result.stdout
+
+
+def test_a_rebuilt_folder_is_not_loaded_stale(cli, filings, tmp_path):
+    # datasets caches local folders by name; a rebuild in place must still load the new rows
+    output = tmp_path / "bench"
+    counts = []
+    for max_tokens in ("2048", "512"):
+        result = cli(
+            "dataset", "build", str(filings[0]), "--output", str(output), "--max-tokens", max_tokens
+        )
+        assert result.returncode == 0, result.stderr
+        counts.append(len(load_benchmark(str(output)).spans))
+    assert counts[1] > counts[0]

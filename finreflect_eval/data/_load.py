@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+import tempfile
 from collections.abc import Iterable, Mapping
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -46,8 +48,16 @@ def load_benchmark(
     of `domyn/FinReflectKG-EvalBench` (one triple per row with its chunk), told apart by columns.
     """
     source = resolve_dataset(dataset)
+    # datasets 5.x keys its cache of a local folder by the folder's name, not its content, so a
+    # rebuilt folder (or another folder of the same name) would load stale rows: local data is
+    # converted in a throw-away cache instead (cheap: it is parquet already).
+    local = Path(source).exists()
+    cache = tempfile.TemporaryDirectory(prefix="finreflect-data-") if local else nullcontext()
     try:
-        benchmark = _load(source, split=split, revision=revision, name=dataset)
+        with cache as cache_dir:
+            benchmark = _load(
+                source, split=split, revision=revision, name=dataset, cache_dir=cache_dir
+            )
     except FinReflectError:
         raise
     except (ConnectionError, OSError) as exc:
@@ -59,19 +69,25 @@ def load_benchmark(
     return benchmark.limited(limit)
 
 
-def _load(source: str, *, split: str, revision: str | None, name: str) -> Benchmark:
+def _load(
+    source: str, *, split: str, revision: str | None, name: str, cache_dir: str | None
+) -> Benchmark:
     path = Path(source)
     if path.is_file():
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
             raise FinReflectError(f"unsupported dataset file type: {path.name}")
-        rows = datasets.load_dataset(builder, data_files=str(path), split="train")
+        rows = datasets.load_dataset(
+            builder, data_files=str(path), split="train", cache_dir=cache_dir
+        )
         return _from_rows(rows, name=name, split=split, revision=revision)
 
     configs = datasets.get_dataset_config_names(source, revision=revision)
     if "spans" in configs:
-        return _load_our_format(source, configs, split=split, revision=revision, name=name)
-    dataset_dict = datasets.load_dataset(source, revision=revision)
+        return _load_our_format(
+            source, configs, split=split, revision=revision, name=name, cache_dir=cache_dir
+        )
+    dataset_dict = datasets.load_dataset(source, revision=revision, cache_dir=cache_dir)
     return _from_rows(
         _pick_split(dataset_dict, split, name), name=name, split=split, revision=revision
     )
@@ -99,14 +115,20 @@ def _pick_split(dataset_dict: datasets.DatasetDict, split: str, name: str) -> da
 
 
 def _load_our_format(
-    source: str, configs: list[str], *, split: str, revision: str | None, name: str
+    source: str,
+    configs: list[str],
+    *,
+    split: str,
+    revision: str | None,
+    name: str,
+    cache_dir: str | None,
 ) -> Benchmark:
     records: dict[str, list[Any]] = {}
     for config in CONFIGS:
         if config not in configs:  # e.g. a freshly built folder has spans only
             records[config] = []
             continue
-        dataset_dict = datasets.load_dataset(source, config, revision=revision)
+        dataset_dict = datasets.load_dataset(source, config, revision=revision, cache_dir=cache_dir)
         if split not in dataset_dict:
             if config == "spans":
                 raise FinReflectError(
