@@ -23,3 +23,14 @@ def tasks_dir() -> Path:
 
 def sample_dir() -> Path:
     return PACKAGE_DIR / "sample"
+
+
+def cache_root() -> Path:
+    """Where converted models and other reusable artifacts live (never inside the package):
+    `$FINREFLECT_EVAL_CACHE`, else `$XDG_CACHE_HOME/finreflect-eval`, else `~/.cache/...`."""
+    import os
+
+    if os.environ.get("FINREFLECT_EVAL_CACHE"):
+        return Path(os.environ["FINREFLECT_EVAL_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "finreflect-eval"

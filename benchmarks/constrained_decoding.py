@@ -1,0 +1,102 @@
+"""What constrained decoding costs on the embedded model (Gemma 3 270M, hf backend, CPU or GPU).
+
+For each structured backend: the time to compile the extraction schema, and decode tokens per
+second against unconstrained greedy decoding on the same prompts; then how throughput scales with
+the batch size. Prints a Markdown table. Ratios within one run are what to compare; absolute
+times depend on the machine.
+
+    python benchmarks/constrained_decoding.py [--spans 3] [--max-tokens 64] [--batch-sizes 1,2,4]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from typing import Annotated
+
+from pydantic import Field, create_model
+
+from finreflect_eval.data import load_benchmark, markdown_table
+from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.schema import load_schema
+
+BACKENDS = ("outlines_core", "xgrammar", "llguidance")
+
+
+def extraction_schema() -> dict:
+    """The shape extraction asks for: a bounded list of schema-typed triples."""
+    triple = load_schema().triple_model
+    output = create_model(
+        "Extraction", triples=(Annotated[list[triple], Field(min_length=1, max_length=8)], ...)
+    )
+    return output.model_json_schema()
+
+
+def requests(n: int, schema: dict | None, max_tokens: int) -> list[GenerationRequest]:
+    return [
+        GenerationRequest(
+            prompt=f"Extract knowledge graph triples from this 10-K text as JSON.\n\n{span.text}\n",
+            schema=schema,
+            max_tokens=max_tokens,
+        )
+        for span in load_benchmark("sample", limit=n).spans
+    ]
+
+
+def decode_rate(lm, batch: list[GenerationRequest]) -> tuple[float, int]:
+    """Generated tokens per second over a batch (no cache, no retries)."""
+    start = time.perf_counter()
+    results = lm.generate(batch)
+    seconds = time.perf_counter() - start
+    tokens = sum(result.completion_tokens for result in results)
+    return tokens / seconds, tokens
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="gemma-3-270m")
+    parser.add_argument("--spans", type=int, default=3)
+    parser.add_argument("--max-tokens", type=int, default=64)
+    parser.add_argument("--batch-sizes", default="1,2,4")
+    args = parser.parse_args()
+    schema = extraction_schema()
+    rows = []
+    for backend in (None, *BACKENDS):
+        model_args = {"batch_size": 1, "max_retries": 0}
+        if backend:
+            model_args["structured_backend"] = backend
+        with load_model(ModelSpec(args.model, "hf", model_args)) as lm:
+            start = time.perf_counter()
+            lm.prepare(schema if backend else None)
+            compile_seconds = time.perf_counter() - start
+            batch = requests(args.spans, schema if backend else None, args.max_tokens)
+            rate, tokens = decode_rate(lm, batch)
+        rows.append([backend or "unconstrained", f"{compile_seconds:.2f}", tokens, f"{rate:.2f}"])
+    base_rate = float(rows[0][3])
+    for row in rows:
+        row.append(f"{float(row[3]) / base_rate:.2f}")
+    print(f"\n### Decode speed, {args.model}, {args.spans} spans, {args.max_tokens} max tokens\n")
+    print(
+        markdown_table(
+            ["structured backend", "compile s", "tokens", "tokens/s", "× unconstrained"], rows
+        )
+    )
+
+    fastest = max(rows[1:], key=lambda row: float(row[3]))[0]
+    sizes = [int(size) for size in args.batch_sizes.split(",")]
+    scaling = []
+    with load_model(
+        ModelSpec(args.model, "hf", {"structured_backend": fastest, "max_retries": 0})
+    ) as lm:
+        lm.prepare(schema)
+        batch = requests(max(sizes), schema, args.max_tokens)
+        for size in sizes:
+            lm.batch_size = size
+            rate, tokens = decode_rate(lm, batch)
+            scaling.append([size, tokens, f"{rate:.2f}"])
+    print(f"\n### Batch-size scaling ({fastest}, {max(sizes)} requests)\n")
+    print(markdown_table(["batch size", "tokens", "tokens/s"], scaling))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Model backends behind one small interface (`LM.generate`), registered by name."""
+
+from finreflect_eval.models._base import (
+    LM,
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    json_schema_of,
+    validate_output,
+)
+from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._registry import (
+    BACKENDS,
+    ModelSpec,
+    get_backend,
+    load_model,
+    parse_model_args,
+    register_backend,
+)
+
+__all__ = [
+    "BACKENDS",
+    "LM",
+    "Completion",
+    "GenerationRequest",
+    "GenerationResult",
+    "ModelSpec",
+    "ResponseCache",
+    "get_backend",
+    "json_schema_of",
+    "load_model",
+    "parse_model_args",
+    "register_backend",
+    "validate_output",
+]

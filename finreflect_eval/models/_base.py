@@ -1,0 +1,271 @@
+"""The model interface: one request type, one result type, and one abstract backend method.
+
+A backend implements `_complete(requests) -> completions` for a batch. Everything else that every
+backend needs — the cache, batching with checkpoints, output validation and bounded retries,
+call counting — lives once, in `LM.generate`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from abc import ABC, abstractmethod
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from pydantic import BaseModel
+from tqdm.auto import tqdm
+
+from finreflect_eval.models._cache import ResponseCache
+
+logger = logging.getLogger(__name__)
+
+Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
+JsonSchema = dict[str, Any]
+
+# A retry of an invalid output samples with a new seed: greedy decoding would repeat it exactly.
+RETRY_TEMPERATURE = 0.3
+
+
+def json_schema_of(schema: type[BaseModel] | JsonSchema | None) -> JsonSchema | None:
+    """A JSON schema dict from a pydantic model class or a dict."""
+    if schema is None or isinstance(schema, dict):
+        return schema
+    return schema.model_json_schema()
+
+
+def closed_schema(schema: JsonSchema) -> JsonSchema:
+    """The schema with `additionalProperties: false` on every object that leaves it open: a
+    constrained decoder must not invent extra keys (it could ramble on inside them)."""
+    if isinstance(schema, list):
+        return [closed_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    closed = {key: closed_schema(value) for key, value in schema.items()}
+    if closed.get("type") == "object" or "properties" in closed:
+        closed.setdefault("additionalProperties", False)
+    return closed
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """What to generate: chat messages (or a plain prompt for a model without a chat template),
+    the JSON schema the output must follow, and the sampling parameters."""
+
+    messages: tuple[Message, ...] = ()
+    prompt: str | None = None
+    schema: JsonSchema | None = None
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if not self.messages and self.prompt is None:
+            raise ValueError("a request needs messages or a prompt")
+        object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
+        object.__setattr__(self, "schema", json_schema_of(self.schema))
+
+    @classmethod
+    def chat(cls, messages: Sequence[Message], **kwargs: Any) -> GenerationRequest:
+        return cls(messages=tuple(messages), **kwargs)
+
+    def plain_prompt(self) -> str:
+        """The request as plain text, for base models: the prompt, or the messages' contents."""
+        if self.prompt is not None:
+            return self.prompt
+        return "\n\n".join(message["content"] for message in self.messages)
+
+    def cache_fields(self) -> dict[str, Any]:
+        """Everything about the request that changes the output."""
+        return {
+            "messages": list(self.messages),
+            "prompt": self.prompt,
+            "schema": self.schema,
+            "max_tokens": self.max_tokens,
+            "temperature": self.temperature,
+            "seed": self.seed,
+        }
+
+
+@dataclass(frozen=True)
+class Completion:
+    """What a backend returns for one request: text, or a transport error (not the model's fault,
+    so never cached), with token counts."""
+
+    text: str | None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    error: str | None = None
+
+
+@dataclass
+class GenerationResult:
+    """The outcome of one request: the raw text, the parsed JSON (or why it failed), token counts
+    and whether it came from the cache."""
+
+    text: str | None
+    parsed: Any = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    attempts: int = 0
+    raw_outputs: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def to_cache(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "error": self.error,
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "attempts": self.attempts,
+            "raw_outputs": self.raw_outputs,
+        }
+
+
+def validate_output(text: str, schema: JsonSchema | None) -> tuple[Any, str | None]:
+    """Parse `text` as JSON and check it against `schema`: (value, None) or (None, reason)."""
+    if schema is None:
+        return text, None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return None, f"invalid JSON: {exc.msg} at character {exc.pos}"
+    import jsonschema  # a core dependency; imported here to keep `--help` fast
+
+    try:
+        jsonschema.validate(value, schema)
+    except jsonschema.ValidationError as exc:
+        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
+        return None, f"output does not match the schema at {where}: {exc.message}"
+    return value, None
+
+
+class LM(ABC):
+    """A loaded model. Subclasses implement `_complete`; callers use `generate`.
+
+    Args:
+        model: model id, path or alias.
+        revision: Hub revision, part of the cache key.
+        cache: response cache, or None for no caching.
+        batch_size: requests per backend call; the cache is written after each batch, so an
+            interrupted run resumes from the last finished batch.
+        max_retries: extra attempts for an output that fails validation.
+    """
+
+    backend: str = ""
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        cache: ResponseCache | None = None,
+        batch_size: int = 8,
+        max_retries: int = 2,
+    ) -> None:
+        self.model = model
+        self.revision = revision
+        self.cache = cache
+        self.batch_size = batch_size
+        self.max_retries = max_retries
+        self.stats: Counter[str] = Counter()
+
+    @abstractmethod
+    def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        """Generate one completion per request, in order (one batch)."""
+
+    def identity(self) -> dict[str, Any]:
+        """What identifies this model's outputs in the cache (backend, model, revision, and any
+        setting that changes outputs)."""
+        return {"backend": self.backend, "model": self.model, "revision": self.revision}
+
+    def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
+        """Free the model (weights, engine, connections)."""
+
+    def cache_key(self, request: GenerationRequest) -> str:
+        payload = {"model": self.identity(), "request": request.cache_fields()}
+        blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+    def generate(
+        self, requests: Sequence[GenerationRequest], *, desc: str | None = None
+    ) -> list[GenerationResult]:
+        """Results for every request, in order: cached ones first, the rest generated in batches,
+        validated against their schema and retried (bounded) when invalid."""
+        keys = [self.cache_key(request) for request in requests]
+        results: list[GenerationResult | None] = [None] * len(requests)
+        if self.cache is not None:
+            for index, hit in enumerate(self.cache.get_many(keys)):
+                if hit is not None:
+                    results[index] = self._from_cache(hit, requests[index].schema)
+        pending = [i for i, result in enumerate(results) if result is None]
+        self.stats["cache_hits"] += len(requests) - len(pending)
+        with tqdm(
+            total=len(pending), desc=desc or f"{self.backend}:{self.model}", disable=not pending
+        ) as bar:
+            for start in range(0, len(pending), self.batch_size):
+                batch = pending[start : start + self.batch_size]
+                for index, result in zip(
+                    batch, self._generate_validated([requests[i] for i in batch]), strict=True
+                ):
+                    results[index] = result
+                if self.cache is not None:
+                    self.cache.put_many(
+                        (keys[i], results[i].to_cache())
+                        for i in batch
+                        if results[i].attempts  # transport failures are not cached: retry later
+                    )
+                bar.update(len(batch))
+        return results  # type: ignore[return-value]
+
+    def _generate_validated(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
+        results = [GenerationResult(text=None) for _ in requests]
+        todo = list(range(len(requests)))
+        for attempt in range(self.max_retries + 1):
+            if not todo:
+                break
+            batch = [_retry_request(requests[i], attempt) for i in todo]
+            self.stats["backend_calls"] += 1
+            self.stats["requests_generated"] += len(batch)
+            completions = self._complete(batch)
+            retry = []
+            for index, completion in zip(todo, completions, strict=True):
+                result = results[index]
+                result.prompt_tokens += completion.prompt_tokens
+                result.completion_tokens += completion.completion_tokens
+                if completion.error is not None:  # transport failure: report, don't cache
+                    result.error, result.attempts = completion.error, 0
+                    continue
+                result.attempts += 1
+                result.text = completion.text or ""
+                result.raw_outputs.append(result.text)
+                result.parsed, result.error = validate_output(result.text, requests[index].schema)
+                if result.error is not None:
+                    retry.append(index)
+            todo = retry
+        self.stats["failures"] += sum(not r.ok for r in results)
+        return results
+
+    def _from_cache(self, hit: dict[str, Any], schema: JsonSchema | None) -> GenerationResult:
+        result = GenerationResult(cached=True, **hit)
+        if result.error is None and result.text is not None:
+            result.parsed, result.error = validate_output(result.text, schema)
+        return result
+
+
+def _retry_request(request: GenerationRequest, attempt: int) -> GenerationRequest:
+    if attempt == 0:
+        return request
+    return replace(
+        request,
+        seed=request.seed + attempt,
+        temperature=max(request.temperature, RETRY_TEMPERATURE),
+    )

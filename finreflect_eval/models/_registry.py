@@ -1,0 +1,131 @@
+"""Backends by name, model specs from the command line, and the one-model-at-a-time lifecycle."""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import gc
+import importlib
+import inspect
+import logging
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models._base import LM
+from finreflect_eval.models._cache import ResponseCache
+
+logger = logging.getLogger(__name__)
+
+# name -> "module:Class"; imported only when used, so a missing optional extra hurts no one else.
+BACKENDS: dict[str, str] = {
+    "hf": "finreflect_eval.models.hf:HFModel",
+    "vllm": "finreflect_eval.models.vllm:VLLMModel",
+    "openai": "finreflect_eval.models.openai:OpenAIModel",
+}
+
+
+def register_backend(name: str, target: str) -> None:
+    """Add a backend, as `"package.module:ClassName"` (a subclass of `LM`)."""
+    BACKENDS[name] = target
+
+
+def get_backend(name: str) -> type[LM]:
+    if name not in BACKENDS:
+        close = difflib.get_close_matches(name, BACKENDS, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise FinReflectError(
+            f"unknown backend '{name}'{hint}; available: {', '.join(sorted(BACKENDS))}"
+        )
+    module_name, class_name = BACKENDS[name].split(":")
+    return getattr(importlib.import_module(module_name), class_name)
+
+
+def parse_model_args(text: str | None) -> dict[str, Any]:
+    """`k=v,k2=v2` → dict; values are Python literals where they parse (`4`, `0.9`, `True`)."""
+    args: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in _split_top_level(text or ""))):
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise FinReflectError(f"--model-args item '{item}' is not key=value")
+        try:
+            args[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            args[key.strip()] = value.strip()
+    return args
+
+
+def _split_top_level(text: str) -> list[str]:
+    """Split at commas outside brackets and quotes, so `extra_body={"a": 1, "b": 2}` stays whole."""
+    parts, depth, quote, start = [], 0, "", 0
+    for index, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:index])
+            start = index + 1
+    return [*parts, text[start:]]
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A model to load: backend name, model id/path/alias, and backend arguments."""
+
+    model: str
+    backend: str = "hf"
+    args: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_cli(cls, model: str, backend: str = "hf", model_args: str | None = None) -> ModelSpec:
+        return cls(model=model, backend=backend, args=parse_model_args(model_args))
+
+
+@contextmanager
+def load_model(spec: ModelSpec, *, cache_path: str | Path | None = None) -> Iterator[LM]:
+    """Load a model for one stage and free it afterwards, so one GPU can hold the candidate, then
+    each judge in turn."""
+    backend = get_backend(spec.backend)
+    _check_args(backend, spec)
+    cache = ResponseCache(cache_path) if cache_path is not None else None
+    logger.info("loading %s model %s", spec.backend, spec.model)
+    lm = None
+    try:
+        lm = backend(spec.model, cache=cache, **spec.args)
+        yield lm
+    finally:
+        if lm is not None:
+            lm.close()
+        if cache is not None:
+            cache.close()
+        del lm
+        # Also after a failed load: a half-built engine must not hold memory the next model needs.
+        gc.collect()
+        torch = sys.modules.get("torch")  # only if a backend imported it
+        if torch is not None and torch.cuda.is_available():
+            torch.cuda.empty_cache()
+
+
+def _check_args(backend: type[LM], spec: ModelSpec) -> None:
+    """Unknown model args are an error naming them and the valid ones, not a TypeError later."""
+    accepted = {
+        name
+        for cls in backend.__mro__
+        if cls.__init__ is not object.__init__
+        for name in inspect.signature(cls.__init__).parameters
+    } - {"self", "model", "cache", "args", "kwargs"}
+    unknown = sorted(set(spec.args) - accepted)
+    if unknown:
+        raise FinReflectError(
+            f"unknown model arg '{unknown[0]}' for backend '{spec.backend}'; "
+            f"valid: {', '.join(sorted(accepted))}"
+        )

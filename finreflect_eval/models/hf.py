@@ -1,0 +1,285 @@
+"""The `hf` backend: any transformers causal LM (local folder, Hub id, GGUF file or embedded
+alias), with JSON-schema-constrained decoding through outlines and batched generation."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any, Literal
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models._base import (
+    LM,
+    Completion,
+    GenerationRequest,
+    JsonSchema,
+    closed_schema,
+)
+from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models.embedded import EMBEDDED_MODELS
+from finreflect_eval.resources import cache_root
+
+logger = logging.getLogger(__name__)
+
+StructuredBackend = Literal["outlines_core", "xgrammar", "llguidance"]
+# Constrained output may only put single spaces between JSON tokens: a model could otherwise
+# pad with whitespace until max_tokens and never close the JSON.
+WHITESPACE = r"[ ]?"
+
+
+class HFModel(LM):
+    """A transformers model.
+
+    Args (besides those of `LM`):
+        gguf_file: file name of a GGUF checkpoint inside `model` (a folder or Hub repo); also
+            implied when `model` is a path to a `.gguf` file or an embedded alias. Converted once
+            to a cached safetensors folder, so later loads skip the slow dequantisation.
+        dtype: torch dtype name or "auto" (float32 on CPU, the checkpoint's dtype on GPU).
+        device_map: accelerate device map; default "auto" when CUDA is present, else CPU.
+        trust_remote_code: run code from the model repo (off unless asked).
+        structured_backend: outlines backend compiling the JSON schema into a logits processor.
+    """
+
+    backend = "hf"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        cache: ResponseCache | None = None,
+        batch_size: int = 8,
+        max_retries: int = 2,
+        gguf_file: str | None = None,
+        dtype: str = "auto",
+        device_map: str | None = None,
+        trust_remote_code: bool = False,
+        structured_backend: StructuredBackend = "llguidance",
+    ) -> None:
+        super().__init__(
+            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+        )
+        try:
+            import outlines
+            import torch
+            import transformers
+        except ImportError as exc:
+            raise FinReflectError(
+                f"the hf backend needs {exc.name}: pip install 'finreflect-eval[hf]' "
+                "(on a CPU-only machine: pip install torch==2.13.0 first)"
+            ) from None
+        self.structured_backend = structured_backend
+        self.trust_remote_code = trust_remote_code
+        source = self._checkpoint(model, gguf_file)
+        cuda = torch.cuda.is_available()
+        self.dtype = dtype if dtype != "auto" or cuda else "float32"
+        try:
+            self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(
+                source,
+                revision=revision,
+                dtype=self.dtype,
+                device_map=device_map or ("auto" if cuda else None),
+                trust_remote_code=trust_remote_code,
+            )
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                source, revision=revision, trust_remote_code=trust_remote_code
+            )
+        except OSError as exc:
+            raise FinReflectError(f"cannot load model '{model}': {_first_line(exc)}") from exc
+        self.hf_model.eval()
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
+        self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
+        self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
+        self._xgrammar_compiler: Any = None
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            **super().identity(),
+            "checkpoint": self.checkpoint_id,
+            "dtype": self.dtype,
+            "structured_backend": self.structured_backend,
+        }
+
+    # --- loading ---
+
+    def _checkpoint(self, model: str, gguf_file: str | None) -> str:
+        """The folder or Hub id to load; GGUF checkpoints are converted once and cached."""
+        embedded = EMBEDDED_MODELS.get(model)
+        if embedded is not None:
+            checksum = embedded.sha256()
+            converted = cache_root() / "converted" / f"{model}-{(checksum or 'unknown')[:16]}"
+            self.checkpoint_id = converted.name
+            if not (converted / "config.json").exists():
+                gguf_path = embedded.gguf_path()
+                self._convert(gguf_path.parent, gguf_path.name, converted)
+            return str(converted)
+        path = Path(model).expanduser()
+        if path.suffix == ".gguf" and path.is_file():
+            model, gguf_file = str(path.parent), path.name
+        self.checkpoint_id = str(Path(model).resolve()) if Path(model).exists() else model
+        if gguf_file is None:
+            return str(Path(model).resolve()) if Path(model).exists() else model
+        stat = (Path(model) / gguf_file).stat() if Path(model).exists() else None
+        key = hashlib.sha256(
+            json.dumps([self.checkpoint_id, gguf_file, self.revision, stat and stat.st_size,
+                        stat and stat.st_mtime_ns]).encode()
+        ).hexdigest()[:16]  # fmt: skip
+        converted = cache_root() / "converted" / f"{Path(gguf_file).stem}-{key}"
+        self.checkpoint_id = f"{self.checkpoint_id}/{gguf_file}"
+        if not (converted / "config.json").exists():
+            self._convert(model, gguf_file, converted)
+        return str(converted)
+
+    def _convert(self, source: str | Path, gguf_file: str, target: Path) -> None:
+        import transformers
+
+        logger.info("converting %s to safetensors in %s (once)", gguf_file, target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        # Written beside the target and renamed: a concurrent or killed conversion leaves no
+        # half-written folder behind.
+        scratch = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
+        try:
+            kwargs = {"gguf_file": gguf_file, "revision": self.revision}
+            model = transformers.AutoModelForCausalLM.from_pretrained(
+                str(source), dtype="float32", **kwargs
+            )
+            tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), **kwargs)
+            # The weights are dequantised to float32 by now; transformers still keeps the GGUF
+            # quantizer attached, which refuses to save. Drop it unless packed layers remain.
+            if any(type(module).__name__.startswith("Gguf") for module in model.modules()):
+                raise FinReflectError(f"{gguf_file}: packed GGUF layers cannot be converted")
+            model.hf_quantizer = None
+            if hasattr(model.config, "quantization_config"):
+                del model.config.quantization_config
+            model.save_pretrained(scratch)
+            tokenizer.save_pretrained(scratch)
+            del model
+            with contextlib.suppress(OSError):  # another process finished first
+                os.replace(scratch, target)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+    # --- generation ---
+
+    def prepare(self, schema: JsonSchema | None) -> None:
+        """Compile a schema ahead of its first request (e.g. to time compilation apart)."""
+        self._generator(schema)
+
+    def _generator(self, schema: JsonSchema | None) -> Any:
+        """The compiled generator for a schema, built on first use and reused after."""
+        key = json.dumps(schema, sort_keys=True)
+        if key not in self._generators:
+            self._generators[key] = self._compile(schema)
+        return self._generators[key]
+
+    def _compile(self, schema: JsonSchema | None) -> Any:
+        # Each structured backend must be kept from padding JSON with whitespace: a model could
+        # otherwise emit blanks until max_tokens and never close the JSON.
+        import outlines
+        from outlines.generator import SteerableGenerator
+        from outlines.types import JsonSchema as OutlinesJsonSchema
+
+        if schema is None:
+            return outlines.Generator(self.outlines_model, None)
+        schema = closed_schema(schema)
+        if self.structured_backend == "outlines_core":
+            output_type = OutlinesJsonSchema(json.dumps(schema), whitespace_pattern=WHITESPACE)
+        elif self.structured_backend == "llguidance":
+            compact = {**schema, "x-guidance": {"whitespace_flexible": False}}
+            output_type = OutlinesJsonSchema(json.dumps(compact))
+        else:  # xgrammar: outlines does not pass `any_whitespace`, so compile it here
+            from outlines.backends.xgrammar import XGrammarBackend, XGrammarLogitsProcessor
+
+            if self._xgrammar_compiler is None:
+                self._xgrammar_compiler = XGrammarBackend(self.outlines_model).grammar_compiler
+            grammar = self._xgrammar_compiler.compile_json_schema(
+                json.dumps(schema), any_whitespace=False
+            )
+            processor = XGrammarLogitsProcessor(grammar, self.outlines_model.tensor_library_name)
+            return SteerableGenerator.from_processor(self.outlines_model, processor)
+        return outlines.Generator(self.outlines_model, output_type, backend=self.structured_backend)
+
+    def model_input(self, request: GenerationRequest) -> Any:
+        """What outlines gets: chat messages for a chat model (it applies the template, once);
+        plain text for a base model without a chat template."""
+        from outlines.inputs import Chat
+
+        if self.has_chat_template and request.messages:
+            return Chat(list(request.messages))
+        if self.has_chat_template:
+            return request.prompt  # outlines wraps a str as one user turn
+        return request.plain_prompt()
+
+    def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        # Requests that share a schema and sampling parameters run as one batch.
+        groups: dict[tuple, list[int]] = {}
+        for index, request in enumerate(requests):
+            key = (
+                json.dumps(request.schema, sort_keys=True),
+                request.max_tokens,
+                request.temperature,
+                request.seed,
+            )
+            groups.setdefault(key, []).append(index)
+        completions: list[Completion | None] = [None] * len(requests)
+        with warnings.catch_warnings():
+            # llguidance complains about the padding fed to rows of a batch that have already
+            # finished; the finished rows are complete, and every output is validated anyway.
+            warnings.filterwarnings("ignore", message="Error in LLMatcher")
+            for indices in groups.values():
+                group = self._complete_group([requests[i] for i in indices])
+                for index, completion in zip(indices, group, strict=True):
+                    completions[index] = completion
+        return completions  # type: ignore[return-value]
+
+    def _complete_group(self, group: list[GenerationRequest]) -> list[Completion]:
+        """One batched generate call for requests with the same schema and sampling."""
+        import torch
+
+        first = group[0]
+        inputs = [self.model_input(request) for request in group]
+        sampling: dict[str, Any] = {"do_sample": first.temperature > 0}
+        if first.temperature > 0:
+            sampling["temperature"] = first.temperature
+        else:  # greedy: don't let the checkpoint's sampling defaults leak in
+            sampling.update(temperature=None, top_p=None, top_k=None)
+        torch.manual_seed(first.seed)
+        with torch.inference_mode():
+            texts = self._generator(first.schema).batch(
+                inputs,
+                max_new_tokens=first.max_tokens,
+                pad_token_id=self.tokenizer.pad_token_id,
+                **sampling,
+            )
+        format_input = self.outlines_model.type_adapter.format_input
+        return [
+            Completion(
+                text=text,
+                prompt_tokens=self._count(format_input(model_input)),
+                completion_tokens=self._count(text),
+            )
+            for model_input, text in zip(inputs, texts, strict=True)
+        ]
+
+    def _count(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+
+    def close(self) -> None:
+        self._generators.clear()
+        for name in ("outlines_model", "hf_model"):
+            if hasattr(self, name):
+                delattr(self, name)
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -1,0 +1,194 @@
+"""The `openai` backend: any OpenAI-compatible `/v1/chat/completions` server (vLLM serve, SGLang,
+hosted APIs) over plain httpx, with bounded concurrency and transport retries with backoff.
+Servers may ignore the JSON-schema constraint (vLLM's legacy `guided_json` is silently dropped),
+so `LM.generate` validates every output; transport failures come back as errors, never as text.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models._base import LM, Completion, GenerationRequest, closed_schema
+from finreflect_eval.models._cache import ResponseCache
+
+if TYPE_CHECKING:
+    import httpx
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "http://localhost:8000/v1"
+EXCERPT_CHARS = 200
+
+
+class OpenAIModel(LM):
+    """A model behind an OpenAI-compatible chat-completions endpoint.
+
+    Args (besides those of `LM`):
+        base_url: the API root ending in `/v1`; default `$OPENAI_BASE_URL`, else a local vLLM
+            server (`http://localhost:8000/v1`). Part of the cache identity.
+        api_key_env: name of the environment variable holding the API key, sent as a bearer
+            token when set. The key itself is never stored in the identity or logged.
+        max_concurrency: requests in flight at once, within a batch.
+        timeout: seconds allowed for connecting, and for each read or write.
+        http_retries: extra attempts after HTTP 408/429/5xx, connection errors and timeouts.
+        backoff: first retry delay in seconds, doubled on each attempt; a numeric `Retry-After`
+            header replaces it. Either is capped at `max_backoff`.
+        max_backoff: the longest wait between attempts, in seconds.
+        extra_body: fields merged into every request body (over the standard ones), e.g.
+            `{"chat_template_kwargs": {"enable_thinking": False}}`. Part of the cache identity.
+    """
+
+    backend = "openai"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        cache: ResponseCache | None = None,
+        batch_size: int = 32,
+        max_retries: int = 2,
+        base_url: str | None = None,
+        api_key_env: str = "OPENAI_API_KEY",
+        max_concurrency: int = 8,
+        timeout: float = 120.0,
+        http_retries: int = 5,
+        backoff: float = 1.0,
+        max_backoff: float = 30.0,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(
+            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+        )
+        try:
+            import httpx
+        except ImportError:
+            raise FinReflectError(
+                "the openai backend needs httpx: pip install 'finreflect-eval[api]'"
+            ) from None
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
+            "/"
+        )
+        if not self.base_url.startswith(("http://", "https://")):
+            raise FinReflectError(f"base_url '{self.base_url}' must start with http:// or https://")
+        # Model args come from the command line, where a value that is not a literal stays a str.
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
+        if max_concurrency < 1 or http_retries < 0:
+            raise FinReflectError("max_concurrency must be at least 1 and http_retries at least 0")
+        self.extra_body = extra_body or {}
+        self.max_concurrency = max_concurrency
+        self.http_retries = http_retries
+        self.backoff = backoff
+        self.max_backoff = max_backoff
+        api_key = os.environ.get(api_key_env)
+        self._client = httpx.Client(
+            headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+            timeout=timeout,
+            limits=httpx.Limits(
+                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
+            ),
+        )
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "base_url": self.base_url, "extra_body": self.extra_body}
+
+    def close(self) -> None:
+        self._client.close()
+
+    def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests)))
+        try:
+            return list(pool.map(self._send, requests))  # map keeps the input order
+        finally:
+            # On Ctrl-C, start none of the queued requests; those in flight end within `timeout`.
+            pool.shutdown(cancel_futures=True)
+
+    def request_body(self, request: GenerationRequest) -> dict[str, Any]:
+        """The JSON body for one request."""
+        messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "max_tokens": request.max_tokens,
+            "temperature": request.temperature,
+            "seed": request.seed,
+        }
+        if request.schema is not None:
+            # Strict mode (OpenAI) rejects schemas with open objects, and a constrained decoder
+            # must not invent extra keys; the output is still validated against the original.
+            body["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {
+                    "name": "output",
+                    "schema": closed_schema(request.schema),
+                    "strict": True,
+                },
+            }
+        return {**body, **self.extra_body}
+
+    def _send(self, request: GenerationRequest) -> Completion:
+        """One request, retried on transient failures; an error completion when it can't succeed."""
+        import httpx
+
+        body = self.request_body(request)
+        url = f"{self.base_url}/chat/completions"
+        for attempt in range(self.http_retries + 1):
+            retry_after = None
+            try:
+                response = self._client.post(url, json=body)
+            except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                problem = _one_line(f"{type(exc).__name__}: {exc}")
+            except httpx.HTTPError as exc:  # e.g. an unsupported URL: retrying cannot help
+                return Completion(text=None, error=_one_line(f"{type(exc).__name__}: {exc}"))
+            else:
+                if response.is_success:
+                    return _parse(response)
+                problem = _one_line(f"HTTP {response.status_code}: {response.text}")
+                # Retry what the OpenAI SDK retries; other 4xx (bad request, auth) will not change.
+                if response.status_code not in (408, 429) and response.status_code < 500:
+                    return Completion(text=None, error=problem)
+                retry_after = _retry_after(response)
+            if attempt < self.http_retries:
+                delay = min(
+                    retry_after if retry_after is not None else self.backoff * 2**attempt,
+                    self.max_backoff,
+                )
+                logger.warning(
+                    "%s; retry %d/%d in %.1fs", problem, attempt + 1, self.http_retries, delay
+                )
+                time.sleep(delay)
+        return Completion(text=None, error=f"{problem} (after {self.http_retries + 1} attempts)")
+
+
+def _parse(response: httpx.Response) -> Completion:
+    try:
+        data = response.json()
+        text = data["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return Completion(text=None, error=_one_line(f"malformed response: {response.text}"))
+    usage = data.get("usage") or {}
+    return Completion(
+        text=text,
+        prompt_tokens=usage.get("prompt_tokens") or 0,
+        completion_tokens=usage.get("completion_tokens") or 0,
+    )
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    """A numeric `Retry-After` in seconds; None when absent or an HTTP date."""
+    try:
+        seconds = float(response.headers.get("retry-after", ""))
+    except ValueError:
+        return None
+    return seconds if seconds >= 0 else None  # also rejects NaN
+
+
+def _one_line(text: str) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"

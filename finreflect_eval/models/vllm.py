@@ -1,0 +1,186 @@
+"""The `vllm` backend: `vllm.LLM` offline inference, for models that outgrow one GPU.
+
+vLLM cannot be installed or run where this package is tested (it needs CUDA), so the backend is a
+thin, literal translation to vLLM's documented offline API (>= 0.12: `SamplingParams` with
+`structured_outputs=StructuredOutputsParams(json=...)`; `guided_decoding` is gone).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Literal
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models._base import LM, Completion, GenerationRequest, Message, closed_schema
+from finreflect_eval.models._cache import ResponseCache
+
+logger = logging.getLogger(__name__)
+
+StructuredBackend = Literal["auto", "xgrammar", "guidance", "outlines"]
+
+
+class VLLMModel(LM):
+    """A model served in-process by vLLM.
+
+    Args (besides those of `LM`):
+        tensor_parallel_size: GPUs the weights are split across (tensor parallel).
+        pipeline_parallel_size: GPUs (or nodes) the layers are split across (pipeline parallel).
+        gpu_memory_utilization: share of each GPU's memory vLLM may take for weights and KV cache.
+        max_model_len: context length; None keeps the model's own.
+        enable_prefix_caching: reuse the KV cache of shared prompt prefixes (every request of a
+            stage starts with the same instructions).
+        dtype: weight dtype name, or "auto" (the checkpoint's).
+        trust_remote_code: run code from the model repo (off unless asked).
+        structured_backend: vLLM's engine for JSON-schema constrained decoding.
+        seed: the engine's seed; each request also carries its own.
+        enable_thinking: passed to the chat template (Qwen3-style reasoning switch); None leaves
+            the template's default.
+        chat: use the chat template (`LLM.chat`) or plain text (`LLM.generate`); None decides by
+            whether the tokenizer has a chat template.
+    """
+
+    backend = "vllm"
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        revision: str | None = None,
+        cache: ResponseCache | None = None,
+        batch_size: int = 256,  # vLLM schedules a batch itself; a large one keeps the GPU busy
+        max_retries: int = 2,
+        tensor_parallel_size: int = 1,
+        pipeline_parallel_size: int = 1,
+        gpu_memory_utilization: float = 0.9,
+        max_model_len: int | None = None,
+        enable_prefix_caching: bool = True,
+        dtype: str = "auto",
+        trust_remote_code: bool = False,
+        structured_backend: StructuredBackend = "auto",
+        seed: int = 0,
+        enable_thinking: bool | None = None,
+        chat: bool | None = None,
+    ) -> None:
+        super().__init__(
+            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+        )
+        try:
+            import vllm
+
+            # Imported only to fail here, before a model loads, on a vLLM older than 0.12.
+            from vllm.sampling_params import StructuredOutputsParams  # noqa: F401
+        except ImportError:
+            raise FinReflectError(
+                "the vllm backend needs vLLM >= 0.12: pip install 'finreflect-eval[vllm]' "
+                "(GPU only; separate environment)"
+            ) from None
+        self.dtype = dtype
+        self.structured_backend = structured_backend
+        self.enable_thinking = enable_thinking
+        optional = {"max_model_len": max_model_len} if max_model_len is not None else {}
+        self.llm: Any = vllm.LLM(
+            model=model,
+            revision=revision,
+            tensor_parallel_size=tensor_parallel_size,
+            pipeline_parallel_size=pipeline_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization,
+            enable_prefix_caching=enable_prefix_caching,
+            dtype=dtype,
+            trust_remote_code=trust_remote_code,
+            seed=seed,
+            # Compact JSON only: a decoder free to add whitespace can pad until max_tokens.
+            structured_outputs_config={
+                "backend": structured_backend,
+                "disable_any_whitespace": True,
+            },
+            **optional,
+        )
+        if chat is None:
+            chat = getattr(self.llm.get_tokenizer(), "chat_template", None) is not None
+        self.chat = chat
+        if enable_thinking is not None and not chat:
+            logger.warning("enable_thinking is ignored: %s is run without a chat template", model)
+
+    def identity(self) -> dict[str, Any]:
+        return {
+            **super().identity(),
+            "dtype": self.dtype,
+            "structured_backend": self.structured_backend,
+            "enable_thinking": self.enable_thinking,
+            "chat": self.chat,
+        }
+
+    def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        from vllm import SamplingParams
+        from vllm.sampling_params import StructuredOutputsParams
+
+        sampling_params = [
+            SamplingParams(
+                max_tokens=request.max_tokens,
+                temperature=request.temperature,
+                seed=request.seed,
+                structured_outputs=None
+                if request.schema is None
+                else StructuredOutputsParams(json=closed_schema(request.schema)),
+            )
+            for request in requests
+        ]
+        # One call for the whole batch: vLLM's scheduler batches across requests itself.
+        if self.chat:
+            template_kwargs = {}
+            if self.enable_thinking is not None:
+                template_kwargs["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+            outputs = self.llm.chat(
+                [_conversation(request) for request in requests],
+                sampling_params=sampling_params,
+                use_tqdm=False,  # LM.generate shows the progress
+                **template_kwargs,
+            )
+        else:
+            outputs = self.llm.generate(
+                [request.plain_prompt() for request in requests],
+                sampling_params=sampling_params,
+                use_tqdm=False,
+            )
+        return [
+            Completion(
+                text=output.outputs[0].text,
+                prompt_tokens=len(output.prompt_token_ids or ()),
+                completion_tokens=len(output.outputs[0].token_ids),
+            )
+            for output in outputs
+        ]
+
+    def close(self) -> None:
+        """Shut the engine down now rather than at garbage collection, so the next model of the
+        run gets the GPU; `load_model` then collects garbage and empties the CUDA cache."""
+        llm, self.llm = self.llm, None
+        if llm is None:
+            return
+        # The entry point differs between versions: `LLM.shutdown()` where a vLLM has it
+        # (proposed in vllm#36283 and #46023), else `LLMEngine.shutdown()` (what vLLM's CI calls,
+        # vllm#37138), else the engine-core client's `shutdown()`, which every v1 engine has and
+        # which stops the EngineCore process and its GPU workers.
+        engine = getattr(llm, "llm_engine", None)
+        for owner in (llm, engine, getattr(engine, "engine_core", None)):
+            if callable(getattr(owner, "shutdown", None)):
+                owner.shutdown()
+                break
+        # With the in-process engine the model-parallel groups live in this process; vLLM's
+        # maintainers document tearing them down before loading another model (vllm#6544).
+        try:
+            from vllm.distributed.parallel_state import (
+                destroy_distributed_environment,
+                destroy_model_parallel,
+            )
+        except ImportError:
+            return
+        destroy_model_parallel()
+        destroy_distributed_environment()
+
+
+def _conversation(request: GenerationRequest) -> list[Message]:
+    """Chat messages for a chat model: a bare prompt becomes one user turn."""
+    if request.messages:
+        return list(request.messages)
+    return [{"role": "user", "content": request.plain_prompt()}]

