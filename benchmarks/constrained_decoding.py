@@ -11,6 +11,9 @@ times depend on the machine.
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 from typing import Annotated
 
@@ -52,29 +55,59 @@ def decode_rate(lm, batch: list[GenerationRequest]) -> tuple[float, int]:
     return tokens / seconds, tokens
 
 
+def measure(model: str, backend: str | None, spans: int, max_tokens: int) -> dict:
+    """Compile time and decode rate of one structured backend (None: unconstrained)."""
+    schema = extraction_schema() if backend else None
+    model_args = {"batch_size": 1, "max_retries": 0}
+    if backend:
+        model_args["structured_backend"] = backend
+    with load_model(ModelSpec(model, "hf", model_args)) as lm:
+        start = time.perf_counter()
+        lm.prepare(schema)
+        compile_seconds = time.perf_counter() - start
+        rate, tokens = decode_rate(lm, requests(spans, schema, max_tokens))
+    return {"compile": compile_seconds, "tokens": tokens, "rate": rate}
+
+
+def measure_in_child(args: argparse.Namespace, backend: str | None) -> dict | None:
+    """Each backend in its own process, so a compile that runs away can be stopped."""
+    command = [sys.executable, __file__, "--model", args.model, "--spans", str(args.spans)]
+    command += ["--max-tokens", str(args.max_tokens), "--one", backend or "none"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
+    except subprocess.TimeoutExpired:
+        return None
+    if done.returncode != 0:
+        raise SystemExit(f"{backend}: failed\n{done.stderr[-2000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
     parser.add_argument("--spans", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--batch-sizes", default="1,2,4")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds per backend")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one backend
     args = parser.parse_args()
-    schema = extraction_schema()
-    rows = []
+    if args.one:
+        backend = None if args.one == "none" else args.one
+        print(json.dumps(measure(args.model, backend, args.spans, args.max_tokens)))
+        return
+
+    rows, rates = [], {}
     for backend in (None, *BACKENDS):
-        model_args = {"batch_size": 1, "max_retries": 0}
-        if backend:
-            model_args["structured_backend"] = backend
-        with load_model(ModelSpec(args.model, "hf", model_args)) as lm:
-            start = time.perf_counter()
-            lm.prepare(schema if backend else None)
-            compile_seconds = time.perf_counter() - start
-            batch = requests(args.spans, schema if backend else None, args.max_tokens)
-            rate, tokens = decode_rate(lm, batch)
-        rows.append([backend or "unconstrained", f"{compile_seconds:.2f}", tokens, f"{rate:.2f}"])
-    base_rate = float(rows[0][3])
+        result = measure_in_child(args, backend)
+        name = backend or "unconstrained"
+        if result is None:
+            rows.append([name, f"> {args.timeout:.0f} (stopped)", "-", "-"])
+            continue
+        rates[name] = result["rate"]
+        rows.append([name, f"{result['compile']:.2f}", result["tokens"], f"{result['rate']:.2f}"])
     for row in rows:
-        row.append(f"{float(row[3]) / base_rate:.2f}")
+        rate = rates.get(row[0])
+        row.append(f"{rate / rates['unconstrained']:.2f}" if rate else "-")
     print(f"\n### Decode speed, {args.model}, {args.spans} spans, {args.max_tokens} max tokens\n")
     print(
         markdown_table(
@@ -82,9 +115,10 @@ def main() -> None:
         )
     )
 
-    fastest = max(rows[1:], key=lambda row: float(row[3]))[0]
+    fastest = max((n for n in rates if n != "unconstrained"), key=rates.get)
     sizes = [int(size) for size in args.batch_sizes.split(",")]
     scaling = []
+    schema = extraction_schema()
     with load_model(
         ModelSpec(args.model, "hf", {"structured_backend": fastest, "max_retries": 0})
     ) as lm:

@@ -17,7 +17,6 @@ logger = logging.getLogger("finreflect_eval")
 # Commands of the CLI contract (DESIGN.md §10) that later work fills in.
 NOT_BUILT = {
     "run": "extract → judge → score in one command",
-    "extract": "run a candidate model over the benchmark spans",
     "judge": "score saved extractions with a judge panel",
     "score": "recompute metrics from saved samples",
     "submit": "validate a results file and add it to the leaderboard",
@@ -56,6 +55,94 @@ def _dataset_push(args: argparse.Namespace) -> None:
     print(f"pushed {args.folder} to {url}")
 
 
+def _tasks_list(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import markdown_table
+    from finreflect_eval.tasks import TaskIndex
+
+    index = TaskIndex(args.include_path)
+    rows = [
+        [task.name, task.config.mode, task.config.dataset_path, task.config.version, task.path]
+        for task in index.tasks.values()
+    ]
+    rows += [
+        [group.group, "group: " + ", ".join(group.task), "", group.metadata.get("version", ""), ""]
+        for group in index.groups.values()
+    ]
+    print(markdown_table(["name", "mode", "dataset", "version", "file"], rows))
+
+
+def _tasks_validate(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import SAMPLE, load_benchmark
+    from finreflect_eval.tasks import TaskIndex, validate_task
+
+    index = TaskIndex(args.include_path)
+    tasks = index.resolve(args.tasks) if args.tasks else list(index.tasks.values())
+    span = load_benchmark(SAMPLE, split="test", limit=1).spans[0]
+    dev = load_benchmark(SAMPLE, split="dev", limit=1)
+    fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
+    for task in tasks:
+        validate_task(task, span, fewshot)
+        print(f"ok  {task.name}  ({task.path})")
+    print(f"{len(tasks)} task(s) valid, {len(index.groups)} group(s)")
+
+
+def _extract(args: argparse.Namespace) -> None:
+    from finreflect_eval.evaluator import extract
+
+    output = extract(_run_config(args))
+    print(f"samples and manifest written to {output}")
+
+
+def _run_config(args: argparse.Namespace):
+    from finreflect_eval.evaluator import DEFAULT_CACHE, RunConfig
+    from finreflect_eval.models import ModelSpec, parse_model_args
+
+    return RunConfig(
+        model=ModelSpec.from_cli(args.model, args.backend, args.model_args),
+        tasks=[name for item in args.tasks for name in item.split(",") if name],
+        dataset=args.dataset,
+        limit=args.limit,
+        output_path=args.output_path,
+        cache=None if args.no_cache else (args.cache or DEFAULT_CACHE),
+        include_paths=args.include_path,
+        seed=args.seed,
+        gen_kwargs=parse_model_args(args.gen_kwargs),
+    )
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="HF id, local path, .gguf, alias, or name")
+    parser.add_argument("--backend", default="hf", help="hf (default), vllm, openai, scripted")
+    parser.add_argument("--model-args", help="backend arguments: k=v,k2=v2")
+    parser.add_argument(
+        "--tasks", nargs="+", default=["finreflect"], help="tasks or groups (default: finreflect)"
+    )
+    parser.add_argument("--dataset", help="'sample', a folder/file or a Hub id (default: task's)")
+    parser.add_argument("--limit", type=_positive_int, help="first N spans of each task")
+    parser.add_argument(
+        "--output-path", type=Path, default=Path("results"), help="default: results"
+    )
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache", help="SQLite cache file (default: OUTPUT_PATH/cache.sqlite)")
+    cache.add_argument("--no-cache", action="store_true", help="call the model for everything")
+    _add_include_path(parser)
+    parser.add_argument("--seed", type=int, help="overrides the tasks' generation seed")
+    parser.add_argument(
+        "--gen-kwargs", help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0"
+    )
+
+
+def _add_include_path(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--include-path",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="more task folders (repeatable; later ones override)",
+    )
+
+
 def _not_built(name: str) -> Callable[[argparse.Namespace], None]:
     def command(_: argparse.Namespace) -> None:
         raise FinReflectError(f"'{name}' is not built yet in finreflect-eval {__version__}")
@@ -76,11 +163,23 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=f"{summary} (not built yet)", description=summary)
         sub.set_defaults(func=_not_built(name), any_arguments=True)
 
-    tasks = commands.add_parser("tasks", help="list and validate tasks (not built yet)")
+    extract = commands.add_parser(
+        "extract", help="run a candidate model over the benchmark spans (all modes)"
+    )
+    _add_run_arguments(extract)
+    extract.set_defaults(func=_extract)
+
+    tasks = commands.add_parser("tasks", help="list and validate tasks")
     tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
-    for action in ("list", "validate"):
-        sub = tasks_commands.add_parser(action, help=f"{action} tasks (not built yet)")
-        sub.set_defaults(func=_not_built(f"tasks {action}"), any_arguments=True)
+    listing = tasks_commands.add_parser("list", help="tasks and groups with mode and version")
+    _add_include_path(listing)
+    listing.set_defaults(func=_tasks_list)
+    validate = tasks_commands.add_parser(
+        "validate", help="check YAML, fields, schema and that prompts render on a sample span"
+    )
+    _add_include_path(validate)
+    validate.add_argument("--tasks", nargs="+", help="only these tasks or groups")
+    validate.set_defaults(func=_tasks_validate)
 
     board = commands.add_parser("leaderboard", help="build the static leaderboard (not built yet)")
     board_commands = board.add_subparsers(dest="board_command", required=True, metavar="ACTION")

@@ -1,7 +1,7 @@
 """Where the files that ship with the package live.
 
-In a wheel, `tasks/` and `dataset_card.md` are copied inside the package; in a source checkout
-(or an editable install) they sit at the top of the repository, next to the package.
+In a wheel, `tasks/` and `dataset_card.md` are copied into `finreflect_eval/_bundled/`; in a
+source checkout (or an editable install) they sit at the top of the repository.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 def bundled_path(name: str) -> Path:
     """Path of a file or folder shipped with the package (`tasks`, `dataset_card.md`, `sample`)."""
-    inside = PACKAGE_DIR / name
+    inside = PACKAGE_DIR / "_bundled" / name
     return inside if inside.exists() else PACKAGE_DIR.parent / name
 
 

@@ -53,6 +53,9 @@ def load_benchmark(
     # converted in a throw-away cache instead (cheap: it is parquet already).
     local = Path(source).exists()
     cache = tempfile.TemporaryDirectory(prefix="finreflect-data-") if local else nullcontext()
+    bars = datasets.is_progress_bar_enabled()
+    if local:  # a local conversion takes milliseconds: its progress bars are only noise
+        datasets.disable_progress_bars()
     try:
         with cache as cache_dir:
             benchmark = _load(
@@ -66,6 +69,9 @@ def load_benchmark(
             f"cannot load dataset '{dataset}' ({_one_line(exc)}); offline, use --dataset sample "
             "or a local path"
         ) from exc
+    finally:
+        if bars:
+            datasets.enable_progress_bars()
     return benchmark.limited(limit)
 
 

@@ -26,6 +26,7 @@ BACKENDS: dict[str, str] = {
     "hf": "finreflect_eval.models.hf:HFModel",
     "vllm": "finreflect_eval.models.vllm:VLLMModel",
     "openai": "finreflect_eval.models.openai:OpenAIModel",
+    "scripted": "finreflect_eval.models.scripted:ScriptedModel",
 }
 
 

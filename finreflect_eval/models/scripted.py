@@ -1,0 +1,57 @@
+"""The `scripted` backend: returns outputs it is given, for tests of control flow and for dry
+runs of a pipeline. It is not a model; its outputs mean nothing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models._base import LM, Completion, GenerationRequest
+from finreflect_eval.models._cache import ResponseCache
+
+Responder = Callable[[GenerationRequest], str]
+
+
+class ScriptedModel(LM):
+    """Answers each request with the next scripted output (the last one repeats), or with
+    `responses(request)` when given a function. `requests` keeps every request it saw.
+
+    Args (besides those of `LM`):
+        responses: outputs in order, a function of the request, or the path of a JSON list.
+    """
+
+    backend = "scripted"
+
+    def __init__(
+        self,
+        model: str = "scripted",
+        *,
+        revision: str | None = None,
+        cache: ResponseCache | None = None,
+        batch_size: int = 8,
+        max_retries: int = 0,
+        responses: Sequence[str] | Responder | str = ("{}",),
+    ) -> None:
+        super().__init__(
+            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+        )
+        if isinstance(responses, str):
+            try:
+                responses = json.loads(Path(responses).read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise FinReflectError(f"cannot read scripted responses {responses}: {exc}") from exc
+        self.responses = responses
+        self.requests: list[GenerationRequest] = []
+
+    def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        completions = []
+        for request in requests:
+            if callable(self.responses):
+                text = self.responses(request)
+            else:
+                text = self.responses[min(len(self.requests), len(self.responses) - 1)]
+            self.requests.append(request)
+            completions.append(Completion(text=text, completion_tokens=len(text.split())))
+        return completions

@@ -1,0 +1,275 @@
+"""Tasks as data: YAML files (with `include`), typed and validated, and their Jinja2 prompts.
+
+A task or group file is any `*.yaml` under a tasks folder, except `_*.yaml` (bases for
+`include`), `schema.yaml`, and the `judges/` and `prompts/` folders. Later folders
+(`--include-path`) override earlier ones by name, with a notice. A file that does not parse or
+validate is an error naming the file and the field; nothing is skipped silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Literal
+
+import jinja2
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.resources import tasks_dir
+from finreflect_eval.schema import KGSchema, load_schema
+
+logger = logging.getLogger(__name__)
+
+Mode = Literal["single_pass", "multi_pass", "reflection"]
+# The prompt steps each mode needs.
+MODE_STEPS: dict[str, tuple[str, ...]] = {
+    "single_pass": ("extract",),
+    "multi_pass": ("extract", "normalize"),
+    "reflection": ("extract", "critic", "correct"),
+}
+RESERVED = {"schema.yaml", "judges", "prompts"}
+_PATH_FIELDS = ("schema",)
+
+
+class GenerationKwargs(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_gen_toks: int = Field(2048, gt=0)
+    temperature: float = Field(0.0, ge=0)
+    seed: int = 1234
+
+
+class ModelRef(BaseModel):
+    """Another model a task uses (multi-pass normaliser): loaded in turn, after the candidate."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    backend: str = "hf"
+    model_args: dict[str, Any] = {}
+
+
+class MetricSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str
+    aggregation: Literal["micro", "macro"]
+    higher_is_better: bool = True
+
+
+class TaskConfig(BaseModel):
+    """One extraction task (field names follow lm-eval where the meaning is the same)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str
+    tag: list[str] = []
+    dataset_path: str = "sample"
+    dataset_revision: str | None = None
+    test_split: str = "test"
+    fewshot_split: str | None = "dev"
+    num_fewshot: int = Field(0, ge=0)
+    mode: Mode
+    schema_path: str = Field(alias="schema")
+    prompts: dict[str, str]
+    max_triples: int = Field(40, gt=0)
+    generation_kwargs: GenerationKwargs = GenerationKwargs()
+    max_iterations: int = Field(3, ge=1)
+    normalizer_model: ModelRef | None = None
+    judges: str = "paper"
+    metric_list: list[MetricSpec] = []
+    metadata: dict[str, Any] = Field(default_factory=lambda: {"version": 0})
+
+    def model_post_init(self, _context: Any) -> None:
+        missing = [step for step in MODE_STEPS[self.mode] if step not in self.prompts]
+        if missing:
+            raise ValueError(f"mode {self.mode} needs a '{missing[0]}' prompt")
+        if self.num_fewshot and not self.fewshot_split:
+            raise ValueError("num_fewshot needs a fewshot_split")
+
+    @property
+    def version(self) -> Any:
+        return self.metadata.get("version")
+
+
+class GroupConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    group: str
+    task: list[str] = Field(min_length=1)
+    metadata: dict[str, Any] = {}
+
+
+@dataclass
+class Task:
+    """A validated task with its source file, schema and prompt templates."""
+
+    config: TaskConfig
+    path: Path
+
+    @property
+    def name(self) -> str:
+        return self.config.task
+
+    @cached_property
+    def schema(self) -> KGSchema:
+        return load_schema(self.config.schema_path)
+
+    @cached_property
+    def _environment(self) -> jinja2.Environment:
+        folders = sorted({str(Path(p).parent) for p in self.config.prompts.values()})
+        return jinja2.Environment(
+            loader=jinja2.FileSystemLoader(folders),
+            undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not ""
+            keep_trailing_newline=False,
+            autoescape=False,  # prompts are plain text, not HTML
+        )
+
+    def render(self, step: str, **context: Any) -> tuple[str, str]:
+        """(system, user) texts of a step's prompt."""
+        path = self.config.prompts[step]
+        try:
+            module = self._environment.get_template(Path(path).name).make_module(
+                {"schema": self.schema, **context}
+            )
+            return str(module.system()).strip(), str(module.user()).strip()
+        except (jinja2.TemplateError, AttributeError, TypeError) as exc:
+            raise FinReflectError(f"prompt template {path} ({step}): {exc}") from exc
+
+    @cached_property
+    def hash(self) -> str:
+        """Changes when the config, a prompt template or the schema file changes."""
+        digest = hashlib.sha256(
+            json.dumps(self.config.model_dump(mode="json"), sort_keys=True).encode()
+        )
+        folders = {Path(p).parent for p in self.config.prompts.values()}
+        files = sorted(f for folder in folders for f in folder.glob("*.jinja"))
+        for file in [*files, Path(self.config.schema_path)]:
+            digest.update(file.read_bytes())
+        return digest.hexdigest()[:16]
+
+
+class TaskIndex:
+    """All tasks and groups found in the bundled folder and the include paths."""
+
+    def __init__(self, include_paths: list[str | Path] | None = None) -> None:
+        self.tasks: dict[str, Task] = {}
+        self.groups: dict[str, GroupConfig] = {}
+        self.group_files: dict[str, Path] = {}
+        for folder in [tasks_dir(), *(Path(p) for p in include_paths or [])]:
+            if not Path(folder).is_dir():
+                raise FinReflectError(f"include path {folder} is not a folder")
+            for path in sorted(Path(folder).rglob("*.yaml")):
+                if not _is_reserved(path, Path(folder)):
+                    self._add(path)
+        for group in self.groups.values():
+            for name in group.task:
+                if name not in self.tasks and name not in self.groups:
+                    raise FinReflectError(
+                        f"{self.group_files[group.group]}: field 'task': unknown task '{name}'"
+                    )
+
+    def _add(self, path: Path) -> None:
+        raw = _load_with_includes(path)
+        kind, model = ("group", GroupConfig) if "group" in raw else ("task", TaskConfig)
+        try:
+            config = model.model_validate(raw)
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            field = ".".join(str(p) for p in first["loc"]) or "(top level)"
+            raise FinReflectError(f"{path}: field '{field}': {first['msg']}") from exc
+        name = config.group if kind == "group" else config.task
+        previous = self.groups.get(name) or self.tasks.get(name)
+        if previous is not None:
+            logger.warning("%s '%s' from %s overrides an earlier definition", kind, name, path)
+            self.tasks.pop(name, None)
+            self.groups.pop(name, None)
+        if kind == "group":
+            self.groups[name] = config
+            self.group_files[name] = path
+        else:
+            self.tasks[name] = Task(config, path)
+
+    def resolve(self, names: list[str]) -> list[Task]:
+        """Tasks by name, groups expanded, in order, each once."""
+        resolved: dict[str, Task] = {}
+        for name in names:
+            if name in self.groups:
+                for task in self.resolve(self.groups[name].task):
+                    resolved.setdefault(task.name, task)
+            elif name in self.tasks:
+                resolved.setdefault(name, self.tasks[name])
+            else:
+                known = ", ".join(sorted([*self.tasks, *self.groups]))
+                raise FinReflectError(f"unknown task or group '{name}' (known: {known})")
+        return list(resolved.values())
+
+
+def _is_reserved(path: Path, root: Path) -> bool:
+    relative = path.relative_to(root)
+    return path.name.startswith("_") or bool(RESERVED & {relative.parts[0], path.name})
+
+
+def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
+    """The file's mapping over its `include` base (recursively); relative paths resolved
+    against the file that states them."""
+    if path in seen:
+        raise FinReflectError(f"{path}: field 'include': include cycle")
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FinReflectError(f"cannot read task file {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", exc)
+        raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc
+    if not isinstance(raw, dict):
+        raise FinReflectError(f"{path}: field '(top level)': expected a mapping")
+    for field in _PATH_FIELDS:
+        if isinstance(raw.get(field), str):
+            raw[field] = str((path.parent / raw[field]).resolve())
+    if isinstance(raw.get("prompts"), dict):
+        raw["prompts"] = {
+            step: str((path.parent / file).resolve()) for step, file in raw["prompts"].items()
+        }
+    for step, file in (raw.get("prompts") or {}).items():
+        if not Path(file).is_file():
+            raise FinReflectError(f"{path}: field 'prompts.{step}': no such file {file}")
+    if isinstance(raw.get("judges"), str) and raw["judges"].endswith(".yaml"):
+        raw["judges"] = str((path.parent / raw["judges"]).resolve())
+    base_name = raw.pop("include", None)
+    if base_name is None:
+        return raw
+    base = _load_with_includes(path.parent / base_name, (*seen, path))
+    return {**base, **raw}
+
+
+def validate_task(task: Task, span: Any, fewshot: list[dict[str, Any]]) -> None:
+    """Check what a run would need: the schema file, and every prompt rendering on a span.
+    Raises an error naming the task file and the field."""
+    try:
+        task.schema  # noqa: B018 - loading is the check
+    except FinReflectError as exc:
+        raise FinReflectError(f"{task.path}: field 'schema': {exc}") from exc
+    example = [{"subject": span.ticker, "subject_type": "ORG", "relation": "Discloses",
+                "object": "Net sales", "object_type": "FIN_METRIC"}]  # fmt: skip
+    feedback = [{"triple_index": 0, "issue": "vague object", "suggestion": "name the metric"}]
+    for step in task.config.prompts:
+        try:
+            system, user = task.render(
+                step, span=span, fewshot=fewshot, triples=example, feedback=feedback
+            )
+        except FinReflectError as exc:
+            raise FinReflectError(f"{task.path}: field 'prompts.{step}': {exc}") from exc
+        if not system or span.text not in user:
+            raise FinReflectError(
+                f"{task.path}: field 'prompts.{step}': the template must render a non-empty "
+                "system() part and put the span text in user()"
+            )

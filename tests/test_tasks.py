@@ -1,0 +1,108 @@
+"""Tasks as YAML: the bundled tasks and group, include paths, and errors that name file and field."""
+
+import pytest
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.tasks import TaskIndex
+
+TASK = """\
+include: {base}
+task: {name}
+mode: single_pass
+"""
+
+
+def write(folder, name, text):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / name
+    path.write_text(text)
+    return path
+
+
+def bundled_base():
+    from finreflect_eval.resources import tasks_dir
+
+    return tasks_dir() / "finreflect" / "_base.yaml"
+
+
+def test_bundled_tasks_and_group():
+    index = TaskIndex()
+    assert set(index.tasks) == {
+        "finreflect_single_pass",
+        "finreflect_multi_pass",
+        "finreflect_reflection",
+    }
+    assert [t.name for t in index.resolve(["finreflect"])] == [
+        "finreflect_single_pass",
+        "finreflect_multi_pass",
+        "finreflect_reflection",
+    ]
+    reflection = index.tasks["finreflect_reflection"].config
+    assert reflection.max_iterations == 3 and reflection.num_fewshot == 2
+    assert set(reflection.prompts) == {"extract", "critic", "correct"}
+    assert reflection.version == 1
+    # the base file's relative paths resolve against the base file
+    assert reflection.schema_path.endswith("tasks/schema.yaml")
+
+
+def test_cli_lists_and_validates(cli):
+    listed = cli("tasks", "list")
+    assert listed.returncode == 0, listed.stderr
+    for name in ("finreflect_single_pass", "finreflect_multi_pass", "finreflect_reflection"):
+        assert f"| {name} |" in listed.stdout
+    assert "| finreflect | group:" in listed.stdout
+    validated = cli("tasks", "validate")
+    assert validated.returncode == 0, validated.stderr
+    assert "3 task(s) valid" in validated.stdout
+
+
+def test_include_path_adds_and_overrides_with_a_notice(tmp_path, caplog):
+    write(tmp_path, "mine.yaml", TASK.format(base=bundled_base(), name="my_task"))
+    write(tmp_path, "again.yaml", TASK.format(base=bundled_base(), name="finreflect_reflection"))
+    index = TaskIndex([tmp_path])
+    assert "my_task" in index.tasks
+    assert index.tasks["finreflect_reflection"].config.mode == "single_pass"
+    assert "overrides an earlier definition" in caplog.text
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("task: t\nmode: single_pass: x\n", r"bad\.yaml: not valid YAML \(line 2\)"),
+        ("include: {base}\ntask: t\nmode: sideways\n", r"bad\.yaml: field 'mode'"),
+        ("include: {base}\ntask: t\nmode: single_pass\nmax_iteration: 2\n", r"field 'max_iteration'"),
+        ("include: {base}\ntask: t\nmode: reflection\n", r"field '\(top level\)'.*'critic' prompt"),
+        ("include: {base}\ntask: t\nmode: single_pass\nprompts: {{extract: nope.jinja}}\n", r"field 'prompts.extract'"),
+        ("include: {base}\ntask: t\nmode: single_pass\ngeneration_kwargs: {{max_gen_toks: -1}}\n", r"field 'generation_kwargs.max_gen_toks'"),
+        ("group: g\ntask: [no_such_task]\n", r"bad\.yaml: field 'task': unknown task 'no_such_task'"),
+    ],
+)  # fmt: skip
+def test_broken_yaml_fails_naming_file_and_field(tmp_path, cli, text, message):
+    write(tmp_path, "bad.yaml", text.format(base=bundled_base()))
+    with pytest.raises(FinReflectError, match=message):
+        TaskIndex([tmp_path])
+    result = cli("tasks", "validate", "--include-path", str(tmp_path))
+    assert result.returncode == 1 and "bad.yaml" in result.stderr
+
+
+def test_template_that_does_not_render_fails_validation(tmp_path, cli):
+    write(
+        tmp_path / "prompts",
+        "broken.jinja",
+        "{% macro system() %}{{ no_such_variable }}{% endmacro %}",
+    )
+    write(
+        tmp_path,
+        "t.yaml",
+        f"include: {bundled_base()}\ntask: t\nmode: single_pass\nprompts: {{extract: prompts/broken.jinja}}\n",
+    )
+    result = cli("tasks", "validate", "--include-path", str(tmp_path), "--tasks", "t")
+    assert result.returncode == 1
+    assert (
+        "t.yaml: field 'prompts.extract'" in result.stderr and "no_such_variable" in result.stderr
+    )
+
+
+def test_unknown_task_suggests_known_ones():
+    with pytest.raises(FinReflectError, match="unknown task or group 'finreflect_single'"):
+        TaskIndex().resolve(["finreflect_single"])
