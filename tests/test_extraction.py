@@ -106,9 +106,8 @@ def test_prompts_put_shared_content_first(sample):
     run.extract(lm)
     systems = {request.messages[0]["content"] for request in lm.requests}
     assert len(systems) == 1  # one shared system prompt: a cacheable prefix for every span
-    assert all(
-        span.text in r.messages[1]["content"] for span, r in zip(sample[0].spans, lm.requests)
-    )
+    users = [request.messages[1]["content"] for request in lm.requests]
+    assert all(span.text in user for span, user in zip(sample[0].spans, users, strict=True))
     assert "Example 2" in next(iter(systems))  # two few-shot examples from the dev split
 
 

@@ -1,4 +1,4 @@
-"""Tasks as YAML: the bundled tasks and group, include paths, and errors that name file and field."""
+"""Tasks as YAML: bundled tasks and group, include paths, errors naming file and field."""
 
 import pytest
 
@@ -65,18 +65,22 @@ def test_include_path_adds_and_overrides_with_a_notice(tmp_path, caplog):
     assert "overrides an earlier definition" in caplog.text
 
 
-@pytest.mark.parametrize(
-    ("text", "message"),
-    [
-        ("task: t\nmode: single_pass: x\n", r"bad\.yaml: not valid YAML \(line 2\)"),
-        ("include: {base}\ntask: t\nmode: sideways\n", r"bad\.yaml: field 'mode'"),
-        ("include: {base}\ntask: t\nmode: single_pass\nmax_iteration: 2\n", r"field 'max_iteration'"),
-        ("include: {base}\ntask: t\nmode: reflection\n", r"field '\(top level\)'.*'critic' prompt"),
-        ("include: {base}\ntask: t\nmode: single_pass\nprompts: {{extract: nope.jinja}}\n", r"field 'prompts.extract'"),
-        ("include: {base}\ntask: t\nmode: single_pass\ngeneration_kwargs: {{max_gen_toks: -1}}\n", r"field 'generation_kwargs.max_gen_toks'"),
-        ("group: g\ntask: [no_such_task]\n", r"bad\.yaml: field 'task': unknown task 'no_such_task'"),
-    ],
-)  # fmt: skip
+HEAD = "include: {base}\ntask: t\n"
+BROKEN = [
+    ("task: t\nmode: single_pass: x\n", r"bad\.yaml: not valid YAML \(line 2\)"),
+    (HEAD + "mode: sideways\n", r"bad\.yaml: field 'mode'"),
+    (HEAD + "mode: single_pass\nmax_iteration: 2\n", r"field 'max_iteration'"),
+    (HEAD + "mode: reflection\n", r"field '\(top level\)'.*'critic' prompt"),
+    (HEAD + "mode: single_pass\nprompts: {{extract: nope.jinja}}\n", r"field 'prompts.extract'"),
+    (
+        HEAD + "mode: single_pass\ngeneration_kwargs: {{max_gen_toks: -1}}\n",
+        r"field 'generation_kwargs.max_gen_toks'",
+    ),
+    ("group: g\ntask: [no_such_task]\n", r"bad\.yaml: field 'task': unknown task 'no_such_task'"),
+]
+
+
+@pytest.mark.parametrize(("text", "message"), BROKEN)
 def test_broken_yaml_fails_naming_file_and_field(tmp_path, cli, text, message):
     write(tmp_path, "bad.yaml", text.format(base=bundled_base()))
     with pytest.raises(FinReflectError, match=message):
@@ -86,16 +90,10 @@ def test_broken_yaml_fails_naming_file_and_field(tmp_path, cli, text, message):
 
 
 def test_template_that_does_not_render_fails_validation(tmp_path, cli):
-    write(
-        tmp_path / "prompts",
-        "broken.jinja",
-        "{% macro system() %}{{ no_such_variable }}{% endmacro %}",
-    )
-    write(
-        tmp_path,
-        "t.yaml",
-        f"include: {bundled_base()}\ntask: t\nmode: single_pass\nprompts: {{extract: prompts/broken.jinja}}\n",
-    )
+    template = "{% macro system() %}{{ no_such_variable }}{% endmacro %}"
+    write(tmp_path / "prompts", "broken.jinja", template)
+    task = f"include: {bundled_base()}\ntask: t\nmode: single_pass\n"
+    write(tmp_path, "t.yaml", task + "prompts: {extract: prompts/broken.jinja}\n")
     result = cli("tasks", "validate", "--include-path", str(tmp_path), "--tasks", "t")
     assert result.returncode == 1
     assert (
