@@ -1,5 +1,43 @@
-"""The one exception type the CLI turns into a one-line message (no traceback)."""
+"""The one exception type the CLI turns into a one-line message (no traceback), and helpers that
+make one line out of other libraries' errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
 
 
 class FinReflectError(Exception):
     """A problem with the user's input or environment, explained in one line."""
+
+
+def first_line(exc: BaseException | str) -> str:
+    """`Type: first line of the message` (libraries often add pages of context below)."""
+    if isinstance(exc, str):
+        lines = exc.strip().splitlines()
+        return lines[0] if lines else ""
+    lines = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+
+
+def first_invalid_field(exc: ValidationError, top: str = "(top level)") -> str:
+    """`field 'a.b': message` for the first error of a pydantic validation."""
+    error = exc.errors()[0]
+    field = ".".join(str(part) for part in error["loc"]) or top
+    return f"field '{field}': {error['msg']}"
+
+
+def load_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML file; errors name the file (and the line) in one line."""
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FinReflectError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or first_line(str(exc))
+        raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc

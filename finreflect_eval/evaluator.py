@@ -16,8 +16,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pydantic import ValidationError
+
 from finreflect_eval import __version__
 from finreflect_eval.data import Benchmark, load_benchmark, markdown_table
+from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import TaskRun
 from finreflect_eval.models import ModelSpec, load_model
 from finreflect_eval.resources import PACKAGE_DIR
@@ -75,17 +78,25 @@ def extract(config: RunConfig) -> Path:
         spec = task.config
         dataset = config.dataset or spec.dataset_path
         benchmark = split(dataset, spec.test_split, spec.dataset_revision, config.limit)
-        fewshot = (
-            split(dataset, spec.fewshot_split, spec.dataset_revision, None)
-            if spec.num_fewshot and spec.fewshot_split
-            else None
-        )
+        fewshot = None
+        if spec.num_fewshot and spec.fewshot_split:
+            source = spec.fewshot_dataset or dataset
+            revision = spec.dataset_revision if source == dataset else None
+            fewshot = split(source, spec.fewshot_split, revision, spec.num_fewshot)
+            shared = {s.span_id for s in fewshot.spans} & {s.span_id for s in benchmark.spans}
+            if shared:
+                raise FinReflectError(
+                    f"task {task.name}: few-shot span {sorted(shared)[0]} is also a test span"
+                )
         overrides = dict(config.gen_kwargs)
         if config.seed is not None:
             overrides["seed"] = config.seed
-        generation = spec.generation_kwargs.model_validate(
-            {**spec.generation_kwargs.model_dump(), **overrides}
-        )
+        try:
+            generation = spec.generation_kwargs.model_validate(
+                {**spec.generation_kwargs.model_dump(), **overrides}
+            )
+        except ValidationError as exc:
+            raise FinReflectError(f"--gen-kwargs/--seed: {first_invalid_field(exc)}") from exc
         runs.append(TaskRun(task, benchmark, fewshot, generation))
 
     seconds: dict[str, float] = {}
@@ -141,6 +152,7 @@ def write_extraction(
                 "samples": samples[run.task.name],
                 "seconds": round(seconds[run.task.name], 3),
                 "dataset": _dataset_info(run.benchmark, config.limit),
+                "fewshot": [example["span"].span_id for example in run.fewshot],
             }
             for run in runs
         },

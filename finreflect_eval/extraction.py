@@ -184,6 +184,13 @@ class TaskRun:
                     record.converged = False
                     continue
                 feedback = CriticOutput.model_validate(result.parsed).feedback
+                known = [item for item in feedback if item.triple_index < len(record.triples)]
+                if len(known) < len(feedback):  # about triples that don't exist: unusable
+                    record.failures.append(
+                        f"critic #{iteration}: {len(feedback) - len(known)} feedback item(s) "
+                        "name a triple index out of range (dropped)"
+                    )
+                feedback = known
                 record.feedback_trail.append(feedback)
                 if not feedback:
                     record.converged = True

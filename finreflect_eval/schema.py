@@ -14,15 +14,14 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
 from finreflect_eval.resources import tasks_dir
 
 MAX_ENTITY_WORDS = 5
 # Long enough for any ≤ 5-word entity; bounded so constrained output can't run away.
-MAX_ENTITY_CHARS = 100
+MAX_ENTITY_CHARS = 60
 
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
@@ -117,18 +116,11 @@ def default_schema_path() -> Path:
 def load_schema(path: str | Path | None = None) -> KGSchema:
     """Load and validate a schema file (default: the bundled FinReflectKG schema)."""
     path = Path(path) if path is not None else default_schema_path()
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FinReflectError(f"cannot read schema file {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise FinReflectError(f"schema file {path} is not valid YAML: {exc}") from exc
+    raw = load_yaml(path, "schema file")
     try:
         spec = _SchemaFile.model_validate(raw)
     except ValidationError as exc:
-        first = exc.errors()[0]
-        field = ".".join(str(part) for part in first["loc"]) or "(top level)"
-        raise FinReflectError(f"schema file {path}: field '{field}': {first['msg']}") from exc
+        raise FinReflectError(f"schema file {path}: {first_invalid_field(exc)}") from exc
     return KGSchema(path, spec)
 
 
@@ -145,8 +137,12 @@ CHECK_RULES = ("subject_reference", "entity_length", "entity_schema", "relation_
 
 def is_generic_subject(subject: str) -> bool:
     """True for pronouns and generic references to the filer ("we", "the Company", "our firm")."""
-    words = re.sub(r"[^\w\s]", " ", subject.lower()).split()
-    if not words or words[0] in _PRONOUNS:
+    original = re.sub(r"[^\w\s]", " ", subject).split()
+    words = [word.lower() for word in original]
+    if not words:
+        return True
+    # "US", "IT Services": an all-capitals first word is a name or acronym, not a pronoun.
+    if words[0] in _PRONOUNS and not (len(original[0]) > 1 and original[0].isupper()):
         return True
     while len(words) > 1 and words[0] in _DETERMINERS:
         words = words[1:]

@@ -17,10 +17,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jinja2
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
 from finreflect_eval.resources import tasks_dir
 from finreflect_eval.schema import KGSchema, load_schema
 
@@ -73,6 +72,7 @@ class TaskConfig(BaseModel):
     dataset_path: str = "sample"
     dataset_revision: str | None = None
     test_split: str = "test"
+    fewshot_dataset: str | None = None  # where few-shot examples come from; None: dataset_path
     fewshot_split: str | None = "dev"
     num_fewshot: int = Field(0, ge=0)
     mode: Mode
@@ -122,22 +122,24 @@ class Task:
         return load_schema(self.config.schema_path)
 
     @cached_property
-    def _environment(self) -> jinja2.Environment:
-        folders = sorted({str(Path(p).parent) for p in self.config.prompts.values()})
-        return jinja2.Environment(
-            loader=jinja2.FileSystemLoader(folders),
-            undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not ""
-            keep_trailing_newline=False,
-            autoescape=False,  # prompts are plain text, not HTML
-        )
+    def _environments(self) -> dict[Path, jinja2.Environment]:
+        """One environment per prompt folder: a template (and what it imports) is always taken
+        from its own folder, even when another folder has a file of the same name."""
+        return {
+            folder: jinja2.Environment(
+                loader=jinja2.FileSystemLoader(folder),
+                undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not ""
+                autoescape=False,  # prompts are plain text, not HTML
+            )
+            for folder in {Path(p).parent for p in self.config.prompts.values()}
+        }
 
     def render(self, step: str, **context: Any) -> tuple[str, str]:
         """(system, user) texts of a step's prompt."""
         path = self.config.prompts[step]
         try:
-            module = self._environment.get_template(Path(path).name).make_module(
-                {"schema": self.schema, **context}
-            )
+            template = self._environments[Path(path).parent].get_template(Path(path).name)
+            module = template.make_module({"schema": self.schema, **context})
             return str(module.system()).strip(), str(module.user()).strip()
         except (jinja2.TemplateError, AttributeError, TypeError) as exc:
             raise FinReflectError(f"prompt template {path} ({step}): {exc}") from exc
@@ -145,9 +147,11 @@ class Task:
     @cached_property
     def hash(self) -> str:
         """Changes when the config, a prompt template or the schema file changes."""
-        digest = hashlib.sha256(
-            json.dumps(self.config.model_dump(mode="json"), sort_keys=True).encode()
-        )
+        # File paths differ between installs; the files' contents are hashed below instead.
+        config = self.config.model_dump(mode="json", by_alias=True)
+        config["schema"] = Path(config["schema"]).name
+        config["prompts"] = {step: Path(p).name for step, p in config["prompts"].items()}
+        digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
         folders = {Path(p).parent for p in self.config.prompts.values()}
         files = sorted(f for folder in folders for f in folder.glob("*.jinja"))
         for file in [*files, Path(self.config.schema_path)]:
@@ -161,38 +165,40 @@ class TaskIndex:
     def __init__(self, include_paths: list[str | Path] | None = None) -> None:
         self.tasks: dict[str, Task] = {}
         self.groups: dict[str, GroupConfig] = {}
-        self.group_files: dict[str, Path] = {}
+        self._defined_in: dict[str, tuple[Path, Path]] = {}  # name -> (tasks folder, file)
         for folder in [tasks_dir(), *(Path(p) for p in include_paths or [])]:
             if not Path(folder).is_dir():
                 raise FinReflectError(f"include path {folder} is not a folder")
             for path in sorted(Path(folder).rglob("*.yaml")):
                 if not _is_reserved(path, Path(folder)):
-                    self._add(path)
+                    self._add(path, Path(folder))
         for group in self.groups.values():
             for name in group.task:
                 if name not in self.tasks and name not in self.groups:
                     raise FinReflectError(
-                        f"{self.group_files[group.group]}: field 'task': unknown task '{name}'"
+                        f"{self._defined_in[group.group][1]}: field 'task': unknown task '{name}'"
                     )
 
-    def _add(self, path: Path) -> None:
+    def _add(self, path: Path, folder: Path) -> None:
         raw = _load_with_includes(path)
         kind, model = ("group", GroupConfig) if "group" in raw else ("task", TaskConfig)
         try:
             config = model.model_validate(raw)
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(p) for p in first["loc"]) or "(top level)"
-            raise FinReflectError(f"{path}: field '{field}': {first['msg']}") from exc
+            raise FinReflectError(f"{path}: {first_invalid_field(exc)}") from exc
         name = config.group if kind == "group" else config.task
-        previous = self.groups.get(name) or self.tasks.get(name)
-        if previous is not None:
+        previous = self._defined_in.get(name)
+        if previous and previous[0] == folder:  # which would win is an accident of file order
+            raise FinReflectError(
+                f"{path}: field '{kind}': '{name}' is also defined in {previous[1]}"
+            )
+        self._defined_in[name] = (folder, path)
+        if previous:
             logger.warning("%s '%s' from %s overrides an earlier definition", kind, name, path)
             self.tasks.pop(name, None)
             self.groups.pop(name, None)
         if kind == "group":
             self.groups[name] = config
-            self.group_files[name] = path
         else:
             self.tasks[name] = Task(config, path)
 
@@ -219,22 +225,18 @@ def _is_reserved(path: Path, root: Path) -> bool:
 def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The file's mapping over its `include` base (recursively); relative paths resolved
     against the file that states them."""
+    path = path.resolve()
     if path in seen:
-        raise FinReflectError(f"{path}: field 'include': include cycle")
-    try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FinReflectError(f"cannot read task file {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        problem = getattr(exc, "problem", exc)
-        raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc
+        raise FinReflectError(f"{seen[-1]}: field 'include': include cycle through {path.name}")
+    raw = load_yaml(path, "task file")
     if not isinstance(raw, dict):
         raise FinReflectError(f"{path}: field '(top level)': expected a mapping")
     for field in _PATH_FIELDS:
         if isinstance(raw.get(field), str):
             raw[field] = str((path.parent / raw[field]).resolve())
+    dataset = raw.get("dataset_path")
+    if isinstance(dataset, str) and dataset.startswith(("./", "../", "~")):
+        raw["dataset_path"] = str((path.parent / Path(dataset).expanduser()).resolve())
     if isinstance(raw.get("prompts"), dict):
         raw["prompts"] = {
             step: str((path.parent / file).resolve()) for step, file in raw["prompts"].items()
@@ -247,7 +249,10 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
     base_name = raw.pop("include", None)
     if base_name is None:
         return raw
-    base = _load_with_includes(path.parent / base_name, (*seen, path))
+    base_path = path.parent / str(base_name)
+    if not base_path.is_file():
+        raise FinReflectError(f"{path}: field 'include': no such file {base_path}")
+    base = _load_with_includes(base_path, (*seen, path))
     return {**base, **raw}
 
 

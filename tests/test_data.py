@@ -135,3 +135,32 @@ def test_unknown_format_is_refused(tmp_path):
 def test_missing_local_path_is_refused():
     with pytest.raises(FinReflectError, match="does not exist"):
         load_benchmark("./no/such/folder")
+
+
+def test_evalbench_keys_are_normalised_and_triple_ids_unique(tmp_path):
+    rows = [dict(EVALBENCH_ROWS[0]), dict(EVALBENCH_ROWS[1], ticker="amt", year=2024.0)]
+    bench = load_benchmark(str(write_parquet(tmp_path, rows)))
+    assert [s.span_id for s in bench.spans] == ["AMT_2024_page_96_chunk_1"]
+    rows[1]["triplet_id"] = "t1"
+    with pytest.raises(FinReflectError, match=r"row 1: field 'triplet_id': 't1' repeats row 0"):
+        load_benchmark(str(write_parquet(tmp_path, rows, "dup.parquet")))
+
+
+def test_a_file_has_only_a_test_split(tmp_path):
+    path = write_parquet(tmp_path, EVALBENCH_ROWS)
+    with pytest.raises(FinReflectError, match="has no split 'dev'"):
+        load_benchmark(str(path), split="dev")
+
+
+def test_row_data_with_a_limit_is_streamed_and_read_only_that_far(tmp_path, monkeypatch):
+    import datasets
+
+    calls = []
+    real = datasets.load_dataset
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda *a, **k: calls.append(k.get("streaming")) or real(*a, **k)
+    )
+    rows = EVALBENCH_ROWS + [dict(EVALBENCH_ROWS[2], chunk_id="chunk_2", chunk_text=None)]
+    bench = load_benchmark(str(write_parquet(tmp_path, rows)), limit=2)  # row 3 is never read
+    assert calls == [True]
+    assert len(bench.spans) == 2 and len(bench.reference_triples) == 3

@@ -155,3 +155,17 @@ def test_multi_pass_calls_the_second_model(tmp_path):
     info = json.loads(manifest.read_text())
     assert info["tasks"]["mp_two_models"]["mode"] == "multi_pass"
     assert info["dataset"]["fingerprint"] == load_benchmark("sample").fingerprint
+
+
+def test_feedback_about_missing_triples_is_dropped_and_counted(sample):
+    run = task_run("finreflect_reflection", sample)
+    out_of_range = json.dumps(
+        {"feedback": [{"triple_index": 99, "issue": "x", "suggestion": "drop"}]}
+    )
+    lm = Scripted([out_of_range])
+    run.extract(lm)
+    run.reflect(lm)
+    for record in run.records:
+        assert record.converged is True and record.iterations == 0
+        assert record.feedback_trail == [[]]
+        assert "out of range" in record.failures[0]

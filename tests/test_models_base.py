@@ -27,6 +27,13 @@ def test_model_args_are_literals_split_at_top_level_commas():
         "x": True,
     }
     assert parse_model_args("") == {} and parse_model_args(None) == {}
+    # lower-case booleans are booleans: "false" must never turn remote code on
+    assert parse_model_args("trust_remote_code=false,a=TRUE,b=none") == {
+        "trust_remote_code": False,
+        "a": True,
+        "b": None,
+    }
+    assert parse_model_args("b=don't,c=1") == {"b": "don't", "c": 1}
     with pytest.raises(FinReflectError, match="'oops' is not key=value"):
         parse_model_args("a=1,oops")
     assert ModelSpec.from_cli("m", "hf", "revision=main").args == {"revision": "main"}

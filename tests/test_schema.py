@@ -22,7 +22,7 @@ def test_enums_constrain_the_json_schema(schema):
     enums = {name: d["enum"] for name, d in json_schema["$defs"].items()}
     assert sorted(enums["EntityType"]) == sorted(schema.entity_types)
     assert sorted(enums["Relation"]) == sorted(schema.relations)
-    assert json_schema["properties"]["subject"]["maxLength"] == 100
+    assert json_schema["properties"]["subject"]["maxLength"] == 60
     valid = {
         "subject": "AAPL",
         "subject_type": "ORG",
@@ -53,6 +53,10 @@ def test_canonical_relation_matches_domyn_lowercase(schema):
         ("The Coca-Cola Company", False),
         ("Company-operated stores", False),
         ("Apple Services", False),
+        ("US", False),
+        ("US Treasury", False),
+        ("IT Services", False),
+        ("Its subsidiaries", True),
     ],
 )
 def test_generic_subjects(subject, generic):

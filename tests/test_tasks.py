@@ -104,3 +104,60 @@ def test_template_that_does_not_render_fails_validation(tmp_path, cli):
 def test_unknown_task_suggests_known_ones():
     with pytest.raises(FinReflectError, match="unknown task or group 'finreflect_single'"):
         TaskIndex().resolve(["finreflect_single"])
+
+
+def test_include_cycle_and_missing_base_name_the_including_file(tmp_path):
+    write(tmp_path / "a", "x.yaml", "include: ../b/y.yaml\ntask: x\nmode: single_pass\n")
+    write(tmp_path / "b", "_y.yaml", "")
+    write(tmp_path / "b", "y.yaml", "include: ../a/x.yaml\n")
+    with pytest.raises(FinReflectError, match=r"field 'include': include cycle"):
+        TaskIndex([tmp_path])
+    other = tmp_path / "other"
+    write(other, "z.yaml", "include: _missing.yaml\ntask: z\nmode: single_pass\n")
+    with pytest.raises(FinReflectError, match=r"z\.yaml: field 'include': no such file"):
+        TaskIndex([other])
+
+
+def test_same_name_twice_in_one_folder_is_an_error(tmp_path):
+    write(tmp_path, "one.yaml", TASK.format(base=bundled_base(), name="dup"))
+    write(tmp_path, "two.yaml", TASK.format(base=bundled_base(), name="dup"))
+    with pytest.raises(FinReflectError, match=r"'dup' is also defined in .*one\.yaml"):
+        TaskIndex([tmp_path])
+
+
+def test_each_prompt_comes_from_its_own_folder(tmp_path):
+    import shutil
+
+    from finreflect_eval.resources import tasks_dir
+
+    bundled = tasks_dir() / "prompts"
+    shutil.copytree(bundled, tmp_path / "a_prompts")
+    mine = tmp_path / "zz_prompts"
+    shutil.copytree(bundled, mine)
+    text = (mine / "extract.jinja").read_text().replace("You extract", "MY EXTRACTOR extracts")
+    (mine / "extract.jinja").write_text(text)
+    write(
+        tmp_path / "tasks",
+        "t.yaml",
+        f"include: {bundled_base()}\ntask: t\nmode: reflection\nprompts:\n"
+        f"  extract: {mine / 'extract.jinja'}\n  critic: {tmp_path / 'a_prompts/critic.jinja'}\n"
+        f"  correct: {tmp_path / 'a_prompts/correct.jinja'}\n",
+    )
+    task = TaskIndex([tmp_path / "tasks"]).tasks["t"]
+    from finreflect_eval.data import load_benchmark
+
+    span = load_benchmark("sample", limit=1).spans[0]
+    system, _ = task.render("extract", span=span, fewshot=[])
+    assert system.startswith("MY EXTRACTOR extracts")
+
+
+def test_task_hash_does_not_depend_on_where_tasks_are_installed(tmp_path):
+    import shutil
+
+    from finreflect_eval.resources import tasks_dir
+
+    shutil.copytree(tasks_dir(), tmp_path / "copy")
+    original = TaskIndex().tasks["finreflect_reflection"]
+    index = TaskIndex([tmp_path / "copy"])  # same files elsewhere: overrides, same hash
+    assert index.tasks["finreflect_reflection"].path != original.path
+    assert index.tasks["finreflect_reflection"].hash == original.hash

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 
 from finreflect_eval.chunking import chunk_filing, infer_filing_metadata, read_filing, token_counter
 from finreflect_eval.data._records import CONFIGS, FEATURES, Span, text_sha256
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.resources import bundled_path
 
 logger = logging.getLogger(__name__)
@@ -28,9 +28,9 @@ def write_dataset_folder(
     `push_to_hub` uses) and a README.md dataset card declaring every config in the folder."""
     output = Path(output)
     for config, splits in tables.items():
-        for stale in (output / config).glob("*.parquet"):  # a rebuild replaces the whole config
-            stale.unlink()
         for split, records in splits.items():
+            for stale in (output / config).glob(f"{split}-*.parquet"):  # a rebuilt split
+                stale.unlink()
             if not records:
                 continue  # no empty splits: datasets lists only the splits that have rows
             path = output / config / f"{split}-00000-of-00001.parquet"
@@ -147,9 +147,8 @@ def push_dataset(
             commit_message="Upload finreflect-eval benchmark data",
         )
     except Exception as exc:  # network, auth and offline errors come from several libraries
-        first = (str(exc).strip().splitlines() or [""])[0]
         raise FinReflectError(
-            f"cannot push to Hub dataset '{repo_id}' ({type(exc).__name__}: {first}); check the "
+            f"cannot push to Hub dataset '{repo_id}' ({first_line(exc)}); check the "
             "network, HF_HUB_OFFLINE and your token (HF_TOKEN or `hf auth login`)"
         ) from exc
     return str(commit)

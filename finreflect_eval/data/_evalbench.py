@@ -5,7 +5,7 @@ chunk); optional columns (entity/target types, reasoning) are used when present.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from finreflect_eval.chunking import TokenCounter, token_counter
@@ -41,6 +41,19 @@ def is_evalbench(columns: Iterable[str]) -> bool:
     return {"chunk_text", "entity", "relationship", "target", "triplet_id"} <= set(columns)
 
 
+def first_chunks(rows: Iterable[Mapping[str, Any]], limit: int) -> Iterator[Mapping[str, Any]]:
+    """The rows of the first `limit` chunks, reading no further: the rows of one chunk are
+    assumed to be contiguous, as in the published files."""
+    seen: set[tuple] = set()
+    for row in rows:
+        key = tuple(row.get(c) for c in ("ticker", "year", "source_file", "page_id", "chunk_id"))
+        if key not in seen:
+            if len(seen) == limit:
+                return
+            seen.add(key)
+        yield row
+
+
 def evalbench_to_benchmark(
     rows: Iterable[Mapping[str, Any]], *, dataset: str, split: str, revision: str | None = None
 ) -> Benchmark:
@@ -48,19 +61,34 @@ def evalbench_to_benchmark(
     schema = load_schema()
     count_tokens = token_counter()
     grouped: dict[tuple[str, ...], list[tuple[int, Mapping[str, Any]]]] = {}
+    triple_rows: dict[str, int] = {}
     for index, row in enumerate(rows):
         for column in REQUIRED_COLUMNS:
             if row.get(column) is None or str(row[column]).strip() == "":
                 raise FinReflectError(f"{dataset} row {index}: missing required field '{column}'")
-        key = tuple(str(row[c]) for c in ("ticker", "year", "source_file", "page_id", "chunk_id"))
+        try:
+            year = int(float(row["year"]))
+        except (TypeError, ValueError):
+            raise FinReflectError(f"{dataset} row {index}: field 'year' is not a year") from None
+        ticker = str(row["ticker"]).strip().upper()
+        key = (ticker, str(year), *(str(row[c]) for c in ("source_file", "page_id", "chunk_id")))
         grouped.setdefault(key, []).append((index, row))
+        triple_id = str(row["triplet_id"])
+        if triple_id in triple_rows:
+            raise FinReflectError(
+                f"{dataset} row {index}: field 'triplet_id': '{triple_id}' repeats row "
+                f"{triple_rows[triple_id]}"
+            )
+        triple_rows[triple_id] = index
 
     spans: list[Span] = []
     triples: list[ReferenceTriple] = []
     judgments: list[Judgment] = []
-    for span_id, members in zip(_span_ids(grouped), grouped.values(), strict=True):
+    for (ticker, year, *_), span_id, members in zip(
+        grouped, _span_ids(grouped), grouped.values(), strict=True
+    ):
         first_index, first_row = members[0]
-        span = _span(span_id, first_row, first_index, count_tokens, dataset)
+        span = _span(span_id, ticker, int(year), first_row, count_tokens)
         spans.append(span)
         for index, row in members:
             if row["chunk_text"] != span.text:
@@ -107,7 +135,7 @@ def _span_ids(keys: Iterable[tuple[str, ...]]) -> list[str]:
     """`TICKER_YEAR_PAGE_CHUNK`; two filings of one company-year may share page and chunk ids,
     so those get a short hash of their source file appended."""
     keys = list(keys)
-    base = [f"{ticker.upper()}_{year}_{page}_{chunk}" for ticker, year, _, page, chunk in keys]
+    base = [f"{ticker}_{year}_{page}_{chunk}" for ticker, year, _, page, chunk in keys]
     shared = {span_id for span_id, n in Counter(base).items() if n > 1}
     return [
         f"{span_id}_{text_sha256(key[2])[:8]}" if span_id in shared else span_id
@@ -116,18 +144,14 @@ def _span_ids(keys: Iterable[tuple[str, ...]]) -> list[str]:
 
 
 def _span(
-    span_id: str, row: Mapping[str, Any], index: int, count_tokens: TokenCounter, dataset: str
+    span_id: str, ticker: str, year: int, row: Mapping[str, Any], count_tokens: TokenCounter
 ) -> Span:
-    try:
-        year = int(row["year"])
-    except (TypeError, ValueError):
-        raise FinReflectError(f"{dataset} row {index}: field 'year' is not a year") from None
     chunk_id, text = str(row["chunk_id"]), str(row["chunk_text"])
     digits = "".join(ch for ch in chunk_id if ch.isdigit())
     return Span(
         span_id=span_id,
-        ticker=str(row["ticker"]).upper(),
-        company=str(row.get("company") or str(row["ticker"]).upper()),
+        ticker=ticker,
+        company=str(row.get("company") or ticker),
         fiscal_year=year,
         source_file=str(row["source_file"]),
         section=str(row.get("section") or ""),

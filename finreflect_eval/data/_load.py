@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
@@ -12,14 +13,15 @@ from typing import Any
 import datasets
 from pydantic import BaseModel, ValidationError
 
-from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
+from finreflect_eval.data._evalbench import evalbench_to_benchmark, first_chunks, is_evalbench
 from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark, text_sha256
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.resources import sample_dir
 
 logger = logging.getLogger(__name__)
 
 SAMPLE = "sample"
+_HUB_ID = re.compile(r"^[\w.-]+(/[\w.-]+)?$")  # name or org/name
 _FILE_BUILDERS = {".parquet": "parquet", ".jsonl": "json", ".json": "json", ".csv": "csv"}
 
 
@@ -30,7 +32,7 @@ def resolve_dataset(dataset: str) -> str:
     path = Path(dataset).expanduser()
     if path.exists():
         return str(path.resolve())
-    if dataset.startswith((".", "/", "~")) or dataset.count("/") > 1:
+    if dataset.startswith((".", "/", "~")) or not _HUB_ID.match(dataset):
         raise FinReflectError(f"dataset path {dataset} does not exist")
     return dataset
 
@@ -59,14 +61,19 @@ def load_benchmark(
     try:
         with cache as cache_dir:
             benchmark = _load(
-                source, split=split, revision=revision, name=dataset, cache_dir=cache_dir
+                source,
+                split=split,
+                revision=revision,
+                name=dataset,
+                cache_dir=cache_dir,
+                limit=limit,
             )
     except FinReflectError:
         raise
     except (ConnectionError, OSError) as exc:
         # Offline mode, no network, or a missing Hub repo all surface as these.
         raise FinReflectError(
-            f"cannot load dataset '{dataset}' ({_one_line(exc)}); offline, use --dataset sample "
+            f"cannot load dataset '{dataset}' ({first_line(exc)}); offline, use --dataset sample "
             "or a local path"
         ) from exc
     finally:
@@ -76,42 +83,60 @@ def load_benchmark(
 
 
 def _load(
-    source: str, *, split: str, revision: str | None, name: str, cache_dir: str | None
+    source: str,
+    *,
+    split: str,
+    revision: str | None,
+    name: str,
+    cache_dir: str | None,
+    limit: int | None,
 ) -> Benchmark:
+    # Row data (one triple per row) can be huge (domyn/FinReflectKG: 17.5M rows): with a limit
+    # it is streamed and read only as far as the first `limit` chunks.
+    stream = limit is not None
     path = Path(source)
     if path.is_file():
+        if split != "test":  # a file is one split: the test data (never few-shot examples)
+            raise FinReflectError(f"dataset file '{name}' has no split '{split}'")
         builder = _FILE_BUILDERS.get(path.suffix.lower())
         if builder is None:
             raise FinReflectError(f"unsupported dataset file type: {path.name}")
         rows = datasets.load_dataset(
-            builder, data_files=str(path), split="train", cache_dir=cache_dir
+            builder, data_files=str(path), split="train", cache_dir=cache_dir, streaming=stream
         )
-        return _from_rows(rows, name=name, split=split, revision=revision)
+        return _from_rows(rows, name=name, split=split, revision=revision, limit=limit)
 
     configs = datasets.get_dataset_config_names(source, revision=revision)
     if "spans" in configs:
         return _load_our_format(
             source, configs, split=split, revision=revision, name=name, cache_dir=cache_dir
         )
-    dataset_dict = datasets.load_dataset(source, revision=revision, cache_dir=cache_dir)
-    return _from_rows(
-        _pick_split(dataset_dict, split, name), name=name, split=split, revision=revision
+    dataset_dict = datasets.load_dataset(
+        source, revision=revision, cache_dir=cache_dir, streaming=stream
     )
+    rows = _pick_split(dataset_dict, split, name)
+    return _from_rows(rows, name=name, split=split, revision=revision, limit=limit)
 
 
-def _from_rows(rows: datasets.Dataset, *, name: str, split: str, revision: str | None) -> Benchmark:
-    if not is_evalbench(rows.column_names):
+def _from_rows(
+    rows: Any, *, name: str, split: str, revision: str | None, limit: int | None
+) -> Benchmark:
+    """Rows of a Dataset, or of an IterableDataset when streaming."""
+    columns = rows.column_names or list(next(iter(rows), {}))
+    if not is_evalbench(columns):
         raise FinReflectError(
             f"dataset '{name}' is neither our format (configs {', '.join(CONFIGS)}) nor "
-            f"FinReflectKG-EvalBench rows (columns found: {', '.join(rows.column_names)})"
+            f"FinReflectKG-EvalBench rows (columns found: {', '.join(columns)})"
         )
+    if limit is not None:
+        rows = first_chunks(rows, limit)
     return evalbench_to_benchmark(rows, dataset=name, split=split, revision=revision)
 
 
 def _pick_split(dataset_dict: datasets.DatasetDict, split: str, name: str) -> datasets.Dataset:
     if split in dataset_dict:
         return dataset_dict[split]
-    if len(dataset_dict) == 1:  # single-split data (e.g. only "train"): use it, and say so
+    if len(dataset_dict) == 1 and split == "test":  # single-split data (e.g. only "train")
         (only,) = dataset_dict
         logger.info("dataset '%s' has no split '%s'; using its only split '%s'", name, split, only)
         return dataset_dict[only]
@@ -172,9 +197,7 @@ def parse_rows(rows: Iterable[Mapping[str, Any]], config: str, *, where: str) ->
         try:
             records.append(record_type.model_validate(dict(row)))
         except ValidationError as exc:
-            first = exc.errors()[0]
-            field = ".".join(str(part) for part in first["loc"]) or "(row)"
-            raise FinReflectError(f"{where} row {index}: field '{field}': {first['msg']}") from exc
+            raise FinReflectError(f"{where} row {index}: {first_invalid_field(exc)}") from exc
     return records
 
 
@@ -194,11 +217,6 @@ def _check_integrity(spans, triples, judgments, *, where: str) -> None:
                 )
 
 
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
-
-
 def available_splits(dataset: str, revision: str | None = None) -> list[str]:
     """Split names of a dataset (of its `spans` config in our format), test first."""
     source = resolve_dataset(dataset)
@@ -210,7 +228,7 @@ def available_splits(dataset: str, revision: str | None = None) -> list[str]:
         splits = datasets.get_dataset_split_names(source, config, revision=revision)
     except (ConnectionError, OSError) as exc:
         raise FinReflectError(
-            f"cannot load dataset '{dataset}' ({_one_line(exc)}); offline, use --dataset sample "
+            f"cannot load dataset '{dataset}' ({first_line(exc)}); offline, use --dataset sample "
             "or a local path"
         ) from exc
     return sorted(splits, key=lambda s: (s != "test", s != "dev", s))

@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._cache import ResponseCache
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,9 @@ class GenerationRequest:
     @classmethod
     def chat(cls, messages: Sequence[Message], **kwargs: Any) -> GenerationRequest:
         return cls(messages=tuple(messages), **kwargs)
+
+    def __hash__(self) -> int:  # the dict fields are not hashable themselves
+        return hash(json.dumps(self.cache_fields(), sort_keys=True))
 
     def plain_prompt(self) -> str:
         """The request as plain text, for base models: the prompt, or the messages' contents."""
@@ -171,6 +175,10 @@ class LM(ABC):
         batch_size: int = 8,
         max_retries: int = 2,
     ) -> None:
+        if batch_size < 1 or max_retries < 0:
+            raise FinReflectError(
+                f"batch_size must be ≥ 1 and max_retries ≥ 0 (got {batch_size}, {max_retries})"
+            )
         self.model = model
         self.revision = revision
         self.cache = cache

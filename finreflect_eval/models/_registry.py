@@ -46,27 +46,35 @@ def get_backend(name: str) -> type[LM]:
     return getattr(importlib.import_module(module_name), class_name)
 
 
+_WORDS = {"true": True, "false": False, "none": None, "null": None}
+
+
 def parse_model_args(text: str | None) -> dict[str, Any]:
-    """`k=v,k2=v2` → dict; values are Python literals where they parse (`4`, `0.9`, `True`)."""
+    """`k=v,k2=v2` → dict. Values are Python literals where they parse (`4`, `0.9`, `{...}`);
+    `true`/`false`/`none` in any case are booleans and None (as lm-eval users write them)."""
     args: dict[str, Any] = {}
     for item in filter(None, (part.strip() for part in _split_top_level(text or ""))):
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
+        key, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not key:
             raise FinReflectError(f"--model-args item '{item}' is not key=value")
+        if value.lower() in _WORDS:
+            args[key] = _WORDS[value.lower()]
+            continue
         try:
-            args[key.strip()] = ast.literal_eval(value.strip())
+            args[key] = ast.literal_eval(value)
         except (ValueError, SyntaxError):
-            args[key.strip()] = value.strip()
+            args[key] = value
     return args
 
 
 def _split_top_level(text: str) -> list[str]:
-    """Split at commas outside brackets and quotes, so `extra_body={"a": 1, "b": 2}` stays whole."""
+    """Split at commas outside brackets and quoted values, so `extra_body={"a": 1, "b": 2}`
+    stays whole; a quote counts only at the start of a value or inside brackets."""
     parts, depth, quote, start = [], 0, "", 0
     for index, char in enumerate(text):
         if quote:
             quote = "" if char == quote else quote
-        elif char in "'\"":
+        elif char in "'\"" and (depth or text[index - 1 : index] == "="):
             quote = char
         elif char in "([{":
             depth += 1

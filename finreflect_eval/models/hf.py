@@ -14,7 +14,7 @@ import warnings
 from pathlib import Path
 from typing import Any, Literal
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.models._base import (
     LM,
     Completion,
@@ -91,8 +91,8 @@ class HFModel(LM):
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(
                 source, revision=revision, trust_remote_code=trust_remote_code
             )
-        except OSError as exc:
-            raise FinReflectError(f"cannot load model '{model}': {_first_line(exc)}") from exc
+        except (OSError, ValueError) as exc:  # missing files; unknown architecture
+            raise FinReflectError(f"cannot load model '{model}': {first_line(exc)}") from exc
         self.hf_model.eval()
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
@@ -278,8 +278,3 @@ class HFModel(LM):
         for name in ("outlines_model", "hf_model"):
             if hasattr(self, name):
                 delattr(self, name)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
