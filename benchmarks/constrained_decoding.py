@@ -15,9 +15,6 @@ import json
 import subprocess
 import sys
 import time
-from typing import Annotated
-
-from pydantic import Field, create_model
 
 from finreflect_eval.data import load_benchmark, markdown_table
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
@@ -28,11 +25,7 @@ BACKENDS = ("outlines_core", "xgrammar", "llguidance")
 
 def extraction_schema() -> dict:
     """The shape extraction asks for: a bounded list of schema-typed triples."""
-    triple = load_schema().triple_model
-    output = create_model(
-        "Extraction", triples=(Annotated[list[triple], Field(min_length=1, max_length=8)], ...)
-    )
-    return output.model_json_schema()
+    return load_schema().triple_list_model(8, min_triples=1).model_json_schema()
 
 
 def requests(n: int, schema: dict | None, max_tokens: int) -> list[GenerationRequest]:

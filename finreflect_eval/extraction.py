@@ -8,14 +8,13 @@ fails validation after retries keeps a record with zero triples and the failure:
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Annotated, Any
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, create_model
+from pydantic import BaseModel, ConfigDict, Field
 
 from finreflect_eval.data import Benchmark, Span
 from finreflect_eval.models import LM, GenerationRequest, GenerationResult
-from finreflect_eval.schema import KGSchema, Triple
+from finreflect_eval.schema import Triple
 from finreflect_eval.tasks import GenerationKwargs, Task
 
 MAX_FEEDBACK = 40
@@ -34,17 +33,6 @@ class CriticOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     feedback: list[Feedback] = Field(max_length=MAX_FEEDBACK)
-
-
-@lru_cache(maxsize=16)
-def triples_output(schema: KGSchema, max_triples: int) -> type[BaseModel]:
-    """`{"triples": [...]}` with the schema's enums: what extraction, normalisation and
-    correction must return (one compiled schema, shared by the three steps)."""
-    return create_model(
-        "Extraction",
-        __config__=ConfigDict(extra="forbid"),
-        triples=(Annotated[list[schema.triple_model], Field(max_length=max_triples)], ...),
-    )
 
 
 class StepOutput(BaseModel):
@@ -125,7 +113,8 @@ class TaskRun:
             for span in benchmark.spans
         ]
         self.fewshot = _fewshot_examples(fewshot, task.config.num_fewshot)
-        self.output = triples_output(task.schema, task.config.max_triples)
+        # One output schema for extraction, normalisation and correction: compiled once.
+        self.output = task.schema.triple_list_model(task.config.max_triples)
 
     def request(self, step: str, span: Span, schema: type[BaseModel], **context: Any):
         system, user = self.task.render(step, span=span, fewshot=self.fewshot, **context)

@@ -93,7 +93,11 @@ class KGSchema:
     @cached_property
     def triple_model(self) -> type[BaseModel]:
         """A pydantic model whose JSON schema allows only this schema's types and relations."""
-        entity = Annotated[str, Field(min_length=1, max_length=MAX_ENTITY_CHARS)]
+        return self.bounded_triple_model(MAX_ENTITY_CHARS)
+
+    def bounded_triple_model(self, max_entity_chars: int) -> type[BaseModel]:
+        """`triple_model` with entities of at most `max_entity_chars` characters."""
+        entity = Annotated[str, Field(min_length=1, max_length=max_entity_chars)]
         return create_model(
             "SchemaTriple",
             subject=(entity, ...),
@@ -101,6 +105,18 @@ class KGSchema:
             relation=(self.Relation, ...),
             object=(entity, ...),
             object_type=(self.EntityType, ...),
+        )
+
+    def triple_list_model(
+        self, max_triples: int, *, min_triples: int = 0, max_entity_chars: int = MAX_ENTITY_CHARS
+    ) -> type[BaseModel]:
+        """`{"triples": [...]}`: what extraction, normalisation and correction return."""
+        triple = self.bounded_triple_model(max_entity_chars)
+        bounds = Field(min_length=min_triples, max_length=max_triples)
+        return create_model(
+            "Extraction",
+            __config__=ConfigDict(extra="forbid"),
+            triples=(Annotated[list[triple], bounds], ...),
         )
 
     def canonical_relation(self, name: str) -> str | None:

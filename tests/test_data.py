@@ -160,7 +160,7 @@ def test_row_data_with_a_limit_is_streamed_and_read_only_that_far(tmp_path, monk
     monkeypatch.setattr(
         datasets, "load_dataset", lambda *a, **k: calls.append(k.get("streaming")) or real(*a, **k)
     )
-    rows = EVALBENCH_ROWS + [dict(EVALBENCH_ROWS[2], chunk_id="chunk_2", chunk_text=None)]
+    rows = [*EVALBENCH_ROWS, dict(EVALBENCH_ROWS[2], chunk_id="chunk_2", chunk_text=None)]
     bench = load_benchmark(str(write_parquet(tmp_path, rows)), limit=2)  # row 3 is never read
     assert calls == [True]
     assert len(bench.spans) == 2 and len(bench.reference_triples) == 3

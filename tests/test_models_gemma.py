@@ -1,10 +1,8 @@
 """The real embedded model (Gemma 3 270M from PyPI, GGUF converted once): constrained output and
 batching, end to end on CPU."""
 
-from typing import Annotated
-
 import pytest
-from pydantic import Field, create_model
+from pydantic import create_model
 
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
@@ -16,19 +14,8 @@ pytest.importorskip("outlines", reason="needs the [hf] extra")
 pytestmark = pytest.mark.slow
 
 SCHEMA = load_schema()
-ENTITY = Annotated[str, Field(min_length=1, max_length=40)]
-TRIPLE = create_model(
-    "Triple",
-    subject=(ENTITY, ...),
-    subject_type=(SCHEMA.EntityType, ...),
-    relation=(SCHEMA.Relation, ...),
-    object=(ENTITY, ...),
-    object_type=(SCHEMA.EntityType, ...),
-)
 # At least one triple, so that different spans give different outputs; at most two, to bound time.
-TRIPLES = create_model(
-    "Triples", triples=(Annotated[list[TRIPLE], Field(min_length=1, max_length=2)], ...)
-)
+TRIPLES = SCHEMA.triple_list_model(2, min_triples=1, max_entity_chars=40)
 # Types only: short enum choices, the kind of output where batching must not change a decision.
 TYPING = create_model(
     "Typing",

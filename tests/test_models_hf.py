@@ -1,10 +1,7 @@
 """The hf backend and the generate() contract (cache, resume, validation), on a tiny random
 model built in the test."""
 
-from typing import Annotated
-
 import pytest
-from pydantic import Field, create_model
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
@@ -13,21 +10,7 @@ from finreflect_eval.schema import load_schema
 pytest.importorskip("outlines", reason="needs the [hf] extra")
 
 
-def triple_list_schema():
-    schema = load_schema()
-    entity = Annotated[str, Field(min_length=1, max_length=20)]
-    triple = create_model(
-        "TestTriple",
-        subject=(entity, ...),
-        subject_type=(schema.EntityType, ...),
-        relation=(schema.Relation, ...),
-        object=(entity, ...),
-        object_type=(schema.EntityType, ...),
-    )
-    return create_model("TestTriples", triples=(Annotated[list[triple], Field(max_length=3)], ...))
-
-
-TRIPLES = triple_list_schema()
+TRIPLES = load_schema().triple_list_model(3, max_entity_chars=20)
 
 
 def requests(n=6):
