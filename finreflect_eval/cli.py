@@ -16,9 +16,6 @@ logger = logging.getLogger("finreflect_eval")
 
 # Commands of the CLI contract (DESIGN.md §10) that later work fills in.
 NOT_BUILT = {
-    "run": "extract → judge → score in one command",
-    "judge": "score saved extractions with a judge panel",
-    "score": "recompute metrics from saved samples",
     "submit": "validate a results file and add it to the leaderboard",
     "audit-judges": "measure judge accuracy and bias on gold labels",
 }
@@ -89,8 +86,29 @@ def _tasks_validate(args: argparse.Namespace) -> None:
 def _extract(args: argparse.Namespace) -> None:
     from finreflect_eval.evaluator import extract
 
-    output = extract(_run_config(args))
-    print(f"samples and manifest written to {output}")
+    manifest = extract(_run_config(args))
+    print(f"samples and manifest written to {manifest.parent}")
+
+
+def _judge(args: argparse.Namespace) -> None:
+    from finreflect_eval.evaluator import DEFAULT_CACHE, judge
+
+    cache = None if args.no_cache else (args.cache or DEFAULT_CACHE)
+    run = judge(args.samples, args.judges, cache=cache, include_paths=args.include_path)
+    print(f"votes of panel '{args.judges or run.manifest['judging']['panel']}' added to the "
+          f"samples in {run.folder}")  # fmt: skip
+
+
+def _score(args: argparse.Namespace) -> None:
+    from finreflect_eval.evaluator import score
+
+    score(args.samples)
+
+
+def _run(args: argparse.Namespace) -> None:
+    from finreflect_eval.evaluator import run
+
+    run(_run_config(args), args.judges)
 
 
 def _run_config(args: argparse.Namespace):
@@ -143,6 +161,24 @@ def _add_include_path(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_judges(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--judges",
+        help="judge panel: paper, small, demo (offline smoke panel) or a panel YAML file "
+        "(default: the tasks' `judges` field)",
+    )
+
+
+def _add_samples(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--samples",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="a run folder (OUTPUT_PATH/MODEL; its newest manifest) or a manifest_*.json file",
+    )
+
+
 def _not_built(name: str) -> Callable[[argparse.Namespace], None]:
     def command(_: argparse.Namespace) -> None:
         raise FinReflectError(f"'{name}' is not built yet in finreflect-eval {__version__}")
@@ -163,11 +199,35 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=f"{summary} (not built yet)", description=summary)
         sub.set_defaults(func=_not_built(name), any_arguments=True)
 
+    run = commands.add_parser(
+        "run", help="extract → judge → score in one command (results, samples, review queue)"
+    )
+    _add_run_arguments(run)
+    _add_judges(run)
+    run.set_defaults(func=_run)
+
     extract = commands.add_parser(
         "extract", help="run a candidate model over the benchmark spans (all modes)"
     )
     _add_run_arguments(extract)
     extract.set_defaults(func=_extract)
+
+    judge = commands.add_parser(
+        "judge", help="add a judge panel's votes to saved extractions (resumable, cached)"
+    )
+    _add_samples(judge)
+    _add_judges(judge)
+    cache = judge.add_mutually_exclusive_group()
+    cache.add_argument("--cache", help="SQLite cache file (default: cache.sqlite beside DIR)")
+    cache.add_argument("--no-cache", action="store_true", help="call the judges for everything")
+    _add_include_path(judge)
+    judge.set_defaults(func=_judge)
+
+    score = commands.add_parser(
+        "score", help="recompute every score from judged samples (no model)"
+    )
+    _add_samples(score)
+    score.set_defaults(func=_score)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks")
     tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")

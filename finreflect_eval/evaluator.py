@@ -7,6 +7,7 @@ any separate multi-pass normaliser in turn; write `samples_<task>_<date>.jsonl` 
 
 from __future__ import annotations
 
+import csv
 import json
 import logging
 import subprocess
@@ -18,12 +19,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from finreflect_eval import __version__
-from finreflect_eval.data import Benchmark, load_benchmark, markdown_table
+from finreflect_eval import __version__, judging, metrics
+from finreflect_eval.data import TRIPLE_CRITERIA, Benchmark, load_benchmark, markdown_table
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import TaskRun
 from finreflect_eval.models import ModelSpec, load_model
 from finreflect_eval.resources import PACKAGE_DIR
+from finreflect_eval.samples import SampleRecord, SavedRun
 from finreflect_eval.tasks import TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -62,9 +64,10 @@ class RunConfig:
 
 
 def extract(config: RunConfig) -> Path:
-    """Run the extraction stage; returns the folder holding the samples and manifest."""
+    """Run the extraction stage; returns the manifest naming the samples it wrote."""
     started = time.perf_counter()
-    tasks = TaskIndex(config.include_paths).resolve(config.tasks)
+    index = TaskIndex(config.include_paths)
+    tasks = index.resolve(config.tasks)
     data: dict[tuple, Benchmark] = {}
 
     def split(dataset: str, name: str, revision: str | None, limit: int | None) -> Benchmark:
@@ -121,11 +124,20 @@ def extract(config: RunConfig) -> Path:
                 run.normalize(normalizer)
             seconds[run.task.name] += time.perf_counter() - clock
 
-    return write_extraction(config, runs, seconds, time.perf_counter() - started)
+    groups = {
+        name: [task.name for task in index.resolve([name])]
+        for name in config.tasks
+        if name in index.groups
+    }
+    return write_extraction(config, runs, seconds, groups, time.perf_counter() - started)
 
 
 def write_extraction(
-    config: RunConfig, runs: list[TaskRun], seconds: dict[str, float], total: float
+    config: RunConfig,
+    runs: list[TaskRun],
+    seconds: dict[str, float],
+    groups: dict[str, list[str]],
+    total: float,
 ) -> Path:
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -156,15 +168,18 @@ def write_extraction(
             }
             for run in runs
         },
+        "groups": groups,
+        "seed": config.seed,
         "dataset": _dataset_info(runs[0].benchmark, config.limit),
         "cache": str(config.cache_path) if config.cache_path else None,
         "finreflect_eval_version": __version__,
         "git_hash": _git_hash(),
         "total_seconds": round(total, 3),
     }
-    (out / f"manifest_{date}.json").write_text(json.dumps(manifest, indent=2) + "\n")
+    path = out / f"manifest_{date}.json"
+    path.write_text(json.dumps(manifest, indent=2) + "\n")
     print(summary_table(runs, seconds))
-    return out
+    return path
 
 
 def _dataset_info(benchmark: Benchmark, limit: int | None) -> dict[str, Any]:
@@ -210,3 +225,222 @@ def _git_hash() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return result.stdout.strip() or None
+
+
+# --- judge, score, run ---
+
+DEFAULT_BOOTSTRAP_SEED = 1234
+
+
+def judge(
+    samples: Path,
+    panel: str | None,
+    *,
+    cache: str | None = DEFAULT_CACHE,
+    include_paths: list[Path] | None = None,
+) -> SavedRun:
+    """Run the judge stage on a saved extraction (a run folder or manifest file). `panel` None
+    takes the tasks' `judges` field; DEFAULT_CACHE is `cache.sqlite` next to the model folder."""
+    run = SavedRun.load(samples)
+    if panel is None:
+        index = TaskIndex(include_paths)
+        named = {index.tasks[t].config.judges for t in run.records if t in index.tasks}
+        if len(named) != 1:
+            raise FinReflectError(f"the tasks name different judge panels {sorted(named)}: "
+                                  "choose one with --judges")  # fmt: skip
+        panel = named.pop()
+    if cache == DEFAULT_CACHE:
+        cache_path: Path | None = run.folder.parent / "cache.sqlite"
+    else:
+        cache_path = None if cache is None else Path(cache)
+    return judging.judge(
+        run, judging.load_panel(panel), cache_path=cache_path, include_paths=include_paths
+    )
+
+
+def score(samples: Path | SavedRun) -> dict[str, Any]:
+    """Recompute every number from the samples of a judged run; write `results_<date>.json` and
+    the review queues, print the summary table, and return the results."""
+    run = samples if isinstance(samples, SavedRun) else SavedRun.load(samples)
+    results = compute_results(run)
+    path = run.folder / f"results_{run.date}.json"
+    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    for task, records in run.records.items():
+        write_review_queue(run.folder / f"review_{task}", records)
+    print(results_table(results))
+    print(f"results, samples and review queues in {run.folder}")
+    return results
+
+
+def compute_results(run: SavedRun) -> dict[str, Any]:
+    """The results file's content: a pure function of the manifest and the samples."""
+    manifest = run.manifest
+    judged = manifest.get("judging")
+    if not judged:
+        raise FinReflectError(
+            f"{run.folder}: the samples have no votes yet; run `finreflect-eval judge --samples "
+            f"{run.folder} --judges PANEL` first"
+        )
+    judges = [spec["name"] for spec in judged["judges"]]
+    seed = manifest.get("seed") or DEFAULT_BOOTSTRAP_SEED
+    results, agreement, per_judge = {}, {}, {}
+    for task, records in run.records.items():
+        info = manifest["tasks"][task]
+        criteria = metrics.score_items(metrics.items_of(records), judges, seed=seed)
+        entry: dict[str, Any] = {"alias": task, "mode": info["mode"]}
+        for criterion, scores in criteria.items():
+            entry[criterion] = scores["score"]
+            entry[f"{criterion}_ci"] = scores["ci"]
+        entry.update(metrics.extraction_metrics(records))
+        entry["items"] = {
+            criterion: {key: scores[key] for key in
+                        ("n_items", "n_scored", "unanimous", "split", "no_majority", "abstentions")}
+            for criterion, scores in criteria.items()
+        }  # fmt: skip
+        entry["judge_failures"] = sum(call.error is not None for r in records
+                                      for call in r.judge_calls)  # fmt: skip
+        entry["tokens"] = {
+            "extract": _tokens(step for r in records for step in r.steps),
+            "judge": _tokens(call for r in records for call in r.judge_calls),
+        }
+        entry["seconds"] = {"extract": info["seconds"]}
+        results[task] = entry
+        agreement[task] = {c: scores["agreement"] for c, scores in criteria.items()}
+        per_judge[task] = {
+            judge: {c: scores["per_judge"][judge] for c, scores in criteria.items()}
+            for judge in judges
+        }
+    groups = {}
+    for group, members in manifest.get("groups", {}).items():
+        scored = [results[t] for t in members if t in results]
+        groups[group] = {"alias": group, "tasks": members}
+        for criterion in metrics.AGGREGATION:  # an unweighted mean over the group's modes
+            values = [r[criterion] for r in scored if r[criterion] is not None]
+            groups[group][criterion] = round(sum(values) / len(values), 4) if values else None
+    judge_seconds = sum(judged["seconds"].values())
+    return {
+        "results": results,
+        "groups": groups,
+        "configs": {task: {"mode": info["mode"], "generation_kwargs": info["generation_kwargs"],
+                           "fewshot": info["fewshot"]} for task, info in manifest["tasks"].items()},
+        "versions": {task: info["version"] for task, info in manifest["tasks"].items()},
+        "n-samples": {task: {"original": len(records), "effective": len(records)}
+                      for task, records in run.records.items()},
+        "config": {
+            "model": manifest["model"],
+            "backend": manifest["backend"],
+            "model_args": manifest["model_args"],
+            "limit": manifest["dataset"]["limit"],
+            "seed": manifest.get("seed"),
+            "bootstrap_seed": seed,
+            "bootstrap_iters": metrics.BOOTSTRAP_ITERS,
+            "judges": judged["panel"],
+        },
+        "git_hash": manifest["git_hash"],
+        "date": run.date,
+        "task_hashes": {task: info["hash"] for task, info in manifest["tasks"].items()},
+        "total_evaluation_time_seconds": round(manifest["total_seconds"] + judge_seconds, 3),
+        "agreement": agreement,
+        "judges": {
+            "panel": judged["panel"],
+            "official": judged["official"],
+            "members": judged["judges"],
+            "per_judge": per_judge,
+            "seconds": judged["seconds"],
+        },
+        "dataset": manifest["dataset"],
+        "finreflect_eval_version": manifest["finreflect_eval_version"],
+        "samples": {task: info["samples"] for task, info in manifest["tasks"].items()},
+    }  # fmt: skip
+
+
+def _tokens(calls: Any) -> dict[str, int]:
+    calls = list(calls)
+    return {
+        "prompt": sum(c.prompt_tokens for c in calls),
+        "completion": sum(c.completion_tokens for c in calls),
+    }
+
+
+def write_review_queue(stem: Path, records: list[SampleRecord]) -> int:
+    """Items the panel split on, could not score, or had no majority for, with each judge's
+    verdict, reasoning and warning: `<stem>.jsonl` and `<stem>.csv`. Returns the row count."""
+    rows = []
+    for record in records:
+        for item in metrics.items_of([record]):
+            outcome = metrics.aggregate(item.votes)
+            reasons = [name for name, flagged in (("split", outcome.split),
+                       ("unscored", not outcome.scored), ("no majority", outcome.no_majority))
+                       if flagged]  # fmt: skip
+            if not reasons:
+                continue
+            triple = (
+                record.triples[item.index].as_tuple() if item.criterion in TRIPLE_CRITERIA else None
+            )
+            votes = record.votes[item.criterion]
+            rows.append({
+                "task": record.task,
+                "span_id": record.span_id,
+                "criterion": item.criterion,
+                "triple_index": item.index if triple else None,
+                "triple": list(triple) if triple else None,
+                "label": outcome.label,
+                "reason": ", ".join(reasons),
+                "votes": {judge: v[item.index].model_dump() for judge, v in votes.items()},
+                "span_text": record.text,
+            })  # fmt: skip
+    with stem.with_suffix(".jsonl").open("w", encoding="utf-8") as file:
+        for row in rows:
+            file.write(json.dumps(row, ensure_ascii=False) + "\n")
+    judges = sorted({judge for row in rows for judge in row["votes"]})
+    columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
+    columns += [f"{j}_{key}" for j in judges for key in ("verdict", "reasoning", "warning")]
+    with stem.with_suffix(".csv").open("w", encoding="utf-8", newline="") as file:
+        writer = csv.DictWriter(file, [*columns, "span_text"])
+        writer.writeheader()
+        for row in rows:
+            flat = {key: row[key] for key in columns[:7]}
+            flat["triple"] = " | ".join(row["triple"]) if row["triple"] else ""
+            for judge, vote in row["votes"].items():
+                flat.update({f"{judge}_{key}": value for key, value in vote.items()})
+            writer.writerow({**flat, "span_text": row["span_text"]})
+    return len(rows)
+
+
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
+
+
+def results_table(results: dict[str, Any]) -> str:
+    """The Markdown summary of a results file: one row per task (extraction mode)."""
+    short = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
+    rows = []
+    for task, entry in results["results"].items():
+        alphas = "/".join(
+            "—" if a["alpha"] is None else f"{a['alpha']:.2f}"
+            for a in results["agreement"][task].values()
+        )
+        rows.append([
+            task, entry["mode"], entry["n_spans"],
+            *(_with_ci(entry[c], entry[f"{c}_ci"]) for c in short),
+            alphas,
+            "—" if entry["triples_per_span"] is None else f"{entry['triples_per_span']:.1f}",
+            "—" if entry["check_rules"] is None else f"{entry['check_rules']:.1f}",
+        ])  # fmt: skip
+    header = ["task", "mode", "spans", *short.values(), "α F/P/R/C", "triples/span", "CheckRules"]
+    panel = results["judges"]["panel"]
+    note = "" if results["judges"]["official"] else f" (panel '{panel}' is not official)"
+    return f"\njudges: {panel}{note}\n" + markdown_table(header, rows) + "\n"
+
+
+def run(config: RunConfig, panel: str | None) -> dict[str, Any]:
+    """extract → judge → score, each stage reading the files of the one before."""
+    manifest = extract(config)
+    judged = judge(manifest, panel, cache=_cache_arg(config), include_paths=config.include_paths)
+    return score(judged)
+
+
+def _cache_arg(config: RunConfig) -> str | None:
+    return None if config.cache_path is None else str(config.cache_path)

@@ -14,77 +14,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from finreflect_eval.data import Benchmark, Span
 from finreflect_eval.models import LM, GenerationRequest, GenerationResult
-from finreflect_eval.schema import Triple
+from finreflect_eval.samples import Feedback, SampleRecord
+from finreflect_eval.schema import Triple, check_triple
 from finreflect_eval.tasks import GenerationKwargs, Task
 
 MAX_FEEDBACK = 40
-FEEDBACK_CHARS = 300
-
-
-class Feedback(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    triple_index: int = Field(ge=0)
-    issue: str = Field(max_length=FEEDBACK_CHARS)
-    suggestion: str = Field(max_length=FEEDBACK_CHARS)
 
 
 class CriticOutput(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     feedback: list[Feedback] = Field(max_length=MAX_FEEDBACK)
-
-
-class StepOutput(BaseModel):
-    """One model call of a span's extraction, as kept in the samples."""
-
-    step: str
-    iteration: int = 0
-    text: str | None
-    raw_outputs: list[str] = []
-    error: str | None = None
-    cached: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-
-class SampleRecord(BaseModel):
-    """Everything about one span of one task: final triples, every raw output, the feedback
-    trail, tokens and failures. One line of `samples_<task>_<date>.jsonl`."""
-
-    task: str
-    mode: str
-    span_id: str
-    ticker: str
-    section: str
-    text: str
-    triples: list[Triple] = []
-    failed: bool = False
-    failures: list[str] = []
-    steps: list[StepOutput] = []
-    iterations: int = 0
-    converged: bool | None = None
-    feedback_trail: list[list[Feedback]] = []
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add_step(self, step: str, result: GenerationResult, iteration: int = 0) -> None:
-        self.steps.append(
-            StepOutput(
-                step=step,
-                iteration=iteration,
-                text=result.text,
-                raw_outputs=result.raw_outputs,
-                error=result.error,
-                cached=result.cached,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-            )
-        )
-        self.prompt_tokens += result.prompt_tokens
-        self.completion_tokens += result.completion_tokens
-        if result.error is not None:
-            self.failures.append(f"{step}: {result.error}")
 
 
 class TaskRun:
@@ -101,6 +41,7 @@ class TaskRun:
         self.benchmark = benchmark
         self.generation = generation
         self.spans = {span.span_id: span for span in benchmark.spans}
+        references = benchmark.triples_by_span()
         self.records = [
             SampleRecord(
                 task=task.name,
@@ -109,6 +50,7 @@ class TaskRun:
                 ticker=span.ticker,
                 section=span.section,
                 text=span.text,
+                reference=[t.triple for t in references.get(span.span_id, [])],
             )
             for span in benchmark.spans
         ]
@@ -205,10 +147,11 @@ class TaskRun:
     def _set_triples(self, record: SampleRecord, result: GenerationResult, on_failure: str) -> bool:
         if result.ok:
             record.triples = [Triple.model_validate(triple) for triple in result.parsed["triples"]]
-            return True
-        if on_failure == "fail":
+        elif on_failure == "fail":
             record.failed, record.triples = True, []
-        return False
+        # CheckRules are kept per final triple, so scoring needs no schema file.
+        record.rule_checks = [check_triple(t, self.task.schema) for t in record.triples]
+        return result.ok
 
 
 def _fewshot_examples(fewshot: Benchmark | None, n: int) -> list[dict[str, Any]]:

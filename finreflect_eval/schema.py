@@ -196,7 +196,11 @@ class CheckRulesReport:
 
 def check_rules(triples: Iterable[Triple], schema: KGSchema) -> CheckRulesReport:
     """Per-rule pass rates and the share of triples passing all four rules."""
-    results = [check_triple(triple, schema) for triple in triples]
+    return summarize_rule_checks([check_triple(triple, schema) for triple in triples])
+
+
+def summarize_rule_checks(results: list[dict[str, bool]]) -> CheckRulesReport:
+    """The report of per-triple `check_triple` results (as kept in the samples)."""
     n = len(results)
 
     def rate(passed: int) -> float | None:

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import jinja2
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finreflect_eval.data import CRITERIA, Criterion
 from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
 from finreflect_eval.resources import tasks_dir
 from finreflect_eval.schema import KGSchema, load_schema
@@ -78,6 +79,7 @@ class TaskConfig(BaseModel):
     mode: Mode
     schema_path: str = Field(alias="schema")
     prompts: dict[str, str]
+    judge_prompts: dict[Criterion, str] = {}  # one template per criterion, for `judge`
     max_triples: int = Field(40, gt=0)
     generation_kwargs: GenerationKwargs = GenerationKwargs()
     max_iterations: int = Field(3, ge=1)
@@ -90,6 +92,9 @@ class TaskConfig(BaseModel):
         missing = [step for step in MODE_STEPS[self.mode] if step not in self.prompts]
         if missing:
             raise ValueError(f"mode {self.mode} needs a '{missing[0]}' prompt")
+        missing = [c for c in CRITERIA if self.judge_prompts and c not in self.judge_prompts]
+        if missing:
+            raise ValueError(f"judge_prompts needs a '{missing[0]}' template")
         if self.num_fewshot and not self.fewshot_split:
             raise ValueError("num_fewshot needs a fewshot_split")
 
@@ -121,6 +126,11 @@ class Task:
     def schema(self) -> KGSchema:
         return load_schema(self.config.schema_path)
 
+    @property
+    def templates(self) -> dict[str, str]:
+        """Prompt template per step: extraction steps and judge criteria."""
+        return {**self.config.prompts, **self.config.judge_prompts}
+
     @cached_property
     def _environments(self) -> dict[Path, jinja2.Environment]:
         """One environment per prompt folder: a template (and what it imports) is always taken
@@ -131,12 +141,12 @@ class Task:
                 undefined=jinja2.StrictUndefined,  # a typo in a template is an error, not ""
                 autoescape=False,  # prompts are plain text, not HTML
             )
-            for folder in {Path(p).parent for p in self.config.prompts.values()}
+            for folder in {Path(p).parent for p in self.templates.values()}
         }
 
     def render(self, step: str, **context: Any) -> tuple[str, str]:
         """(system, user) texts of a step's prompt."""
-        path = self.config.prompts[step]
+        path = self.templates[step]
         try:
             template = self._environments[Path(path).parent].get_template(Path(path).name)
             module = template.make_module({"schema": self.schema, **context})
@@ -150,9 +160,10 @@ class Task:
         # File paths differ between installs; the files' contents are hashed below instead.
         config = self.config.model_dump(mode="json", by_alias=True)
         config["schema"] = Path(config["schema"]).name
-        config["prompts"] = {step: Path(p).name for step, p in config["prompts"].items()}
+        for key in ("prompts", "judge_prompts"):
+            config[key] = {step: Path(p).name for step, p in config[key].items()}
         digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode())
-        folders = {Path(p).parent for p in self.config.prompts.values()}
+        folders = {Path(p).parent for p in self.templates.values()}
         files = sorted(f for folder in folders for f in folder.glob("*.jinja"))
         for file in [*files, Path(self.config.schema_path)]:
             digest.update(file.read_bytes())
@@ -237,13 +248,13 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
     dataset = raw.get("dataset_path")
     if isinstance(dataset, str) and dataset.startswith(("./", "../", "~")):
         raw["dataset_path"] = str((path.parent / Path(dataset).expanduser()).resolve())
-    if isinstance(raw.get("prompts"), dict):
-        raw["prompts"] = {
-            step: str((path.parent / file).resolve()) for step, file in raw["prompts"].items()
-        }
-    for step, file in (raw.get("prompts") or {}).items():
-        if not Path(file).is_file():
-            raise FinReflectError(f"{path}: field 'prompts.{step}': no such file {file}")
+    for key in ("prompts", "judge_prompts"):
+        if not isinstance(raw.get(key), dict):
+            continue
+        raw[key] = {step: str((path.parent / str(f)).resolve()) for step, f in raw[key].items()}
+        for step, file in raw[key].items():
+            if not Path(file).is_file():
+                raise FinReflectError(f"{path}: field '{key}.{step}': no such file {file}")
     if isinstance(raw.get("judges"), str) and raw["judges"].endswith(".yaml"):
         raw["judges"] = str((path.parent / raw["judges"]).resolve())
     base_name = raw.pop("include", None)
@@ -266,15 +277,16 @@ def validate_task(task: Task, span: Any, fewshot: list[dict[str, Any]]) -> None:
     example = [{"subject": span.ticker, "subject_type": "ORG", "relation": "Discloses",
                 "object": "Net sales", "object_type": "FIN_METRIC"}]  # fmt: skip
     feedback = [{"triple_index": 0, "issue": "vague object", "suggestion": "name the metric"}]
-    for step in task.config.prompts:
+    for step in task.templates:
+        field = "judge_prompts" if step in task.config.judge_prompts else "prompts"
         try:
             system, user = task.render(
                 step, span=span, fewshot=fewshot, triples=example, feedback=feedback
             )
         except FinReflectError as exc:
-            raise FinReflectError(f"{task.path}: field 'prompts.{step}': {exc}") from exc
+            raise FinReflectError(f"{task.path}: field '{field}.{step}': {exc}") from exc
         if not system or span.text not in user:
             raise FinReflectError(
-                f"{task.path}: field 'prompts.{step}': the template must render a non-empty "
+                f"{task.path}: field '{field}.{step}': the template must render a non-empty "
                 "system() part and put the span text in user()"
             )

@@ -144,7 +144,7 @@ def test_multi_pass_calls_the_second_model(tmp_path):
         output_path=tmp_path / "out",
         include_paths=[tmp_path / "tasks"],
     )
-    out = extract(config)
+    out = extract(config).parent
     (samples,) = out.glob("samples_mp_two_models_*.jsonl")
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(records) == 2

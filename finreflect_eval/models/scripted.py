@@ -3,9 +3,11 @@ runs of a pipeline. It is not a model; its outputs mean nothing."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM, Completion, GenerationRequest
@@ -19,7 +21,8 @@ class ScriptedModel(LM):
     `responses(request)` when given a function. `requests` keeps every request it saw.
 
     Args (besides those of `LM`):
-        responses: outputs in order, a function of the request, or the path of a JSON list.
+        responses: outputs in order, a function of the request, the path of a JSON list, or
+            `"package.module:function"` naming a function of the request (usable from YAML).
     """
 
     backend = "scripted"
@@ -37,13 +40,19 @@ class ScriptedModel(LM):
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
+        # Two scripted models answer differently: what they answer is part of the cache identity.
+        self.source = (
+            responses
+            if isinstance(responses, str)
+            else getattr(responses, "__qualname__", None) or list(responses)
+        )
         if isinstance(responses, str):
-            try:
-                responses = json.loads(Path(responses).read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise FinReflectError(f"cannot read scripted responses {responses}: {exc}") from exc
+            responses = _load_responses(responses)
         self.responses = responses
         self.requests: list[GenerationRequest] = []
+
+    def identity(self) -> dict[str, Any]:
+        return {**super().identity(), "responses": self.source}
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         completions = []
@@ -55,3 +64,16 @@ class ScriptedModel(LM):
             self.requests.append(request)
             completions.append(Completion(text=text, completion_tokens=len(text.split())))
         return completions
+
+
+def _load_responses(reference: str) -> Sequence[str] | Responder:
+    module, sep, name = reference.partition(":")
+    if sep and not Path(reference).exists():
+        try:
+            return getattr(importlib.import_module(module), name)
+        except (ImportError, AttributeError) as exc:
+            raise FinReflectError(f"cannot import scripted responder {reference}: {exc}") from exc
+    try:
+        return json.loads(Path(reference).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise FinReflectError(f"cannot read scripted responses {reference}: {exc}") from exc

@@ -1,0 +1,246 @@
+"""The judge stage: a panel of LLM judges votes on every extracted triple and span.
+
+Each judge answers one call per (criterion, span): for faithfulness, precision and relevance an
+array with exactly one verdict per triple, in order; for comprehensiveness one verdict for the
+span. Verdicts come first in the output schema, then the reasoning (commit, then justify). Judges
+run one model at a time (judges that share a model share one load), every call is cached, and the
+votes are written into the samples the extraction left, so `score` needs nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+
+from finreflect_eval.data import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
+from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
+from finreflect_eval.models import GenerationRequest, GenerationResult, ModelSpec, load_model
+from finreflect_eval.resources import tasks_dir
+from finreflect_eval.samples import ModelCall, SampleRecord, SavedRun, Vote
+from finreflect_eval.tasks import GenerationKwargs, Task, TaskIndex
+
+logger = logging.getLogger(__name__)
+
+REASONING_CHARS = 120  # about 15 words: the prompt asks for at most 15
+WARNING_CHARS = 60
+
+
+class TripleVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal[0, 1]
+    reasoning: str = Field(max_length=REASONING_CHARS)
+    warning: str = Field(max_length=WARNING_CHARS)
+
+
+class SpanVerdict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    verdict: Literal[COMPREHENSIVENESS_LEVELS]  # type: ignore[valid-type]
+    reasoning: str = Field(max_length=REASONING_CHARS)
+    warning: str = Field(max_length=WARNING_CHARS)
+
+
+@cache
+def triple_verdicts_model(n_triples: int) -> type[BaseModel]:
+    """`{"verdicts": [...]}` with exactly one verdict per triple; one class (and so one compiled
+    grammar) per triple count."""
+    return create_model(
+        f"TripleVerdicts{n_triples}",
+        __config__=ConfigDict(extra="forbid"),
+        verdicts=(list[TripleVerdict], Field(min_length=n_triples, max_length=n_triples)),
+    )
+
+
+class JudgeSpec(BaseModel):
+    """One judge of a panel: a model, its backend and arguments, and its own generation
+    overrides; `system_prefix` goes before the system prompt (e.g. "/no_think")."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=r"^[A-Za-z0-9._-]+$")
+    model: str
+    backend: str = "hf"
+    model_args: dict[str, Any] = {}
+    generation_kwargs: dict[str, Any] = {}
+    system_prefix: str = ""
+
+    @property
+    def model_spec(self) -> ModelSpec:
+        return ModelSpec(self.model, self.backend, dict(self.model_args))
+
+
+class Panel(BaseModel):
+    """A judge panel file (`tasks/judges/<name>.yaml`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    panel: str
+    official: bool = False
+    description: str = ""
+    generation_kwargs: GenerationKwargs = GenerationKwargs()
+    judges: list[JudgeSpec] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _unique_names(self) -> Panel:
+        names = [judge.name for judge in self.judges]
+        if len(set(names)) < len(names):
+            raise ValueError(f"judge names must be unique, got {names}")
+        return self
+
+    def generation(self, judge: JudgeSpec) -> GenerationKwargs:
+        return GenerationKwargs.model_validate(
+            {**self.generation_kwargs.model_dump(), **judge.generation_kwargs}
+        )
+
+
+def available_panels() -> list[str]:
+    return sorted(path.stem for path in (tasks_dir() / "judges").glob("*.yaml"))
+
+
+def load_panel(name_or_path: str | Path) -> Panel:
+    """A bundled panel by name (`paper`, `small`, `demo`) or a panel YAML file."""
+    path = Path(name_or_path)
+    if not path.is_file():
+        if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+            raise FinReflectError(f"judge panel file {path} does not exist")
+        path = tasks_dir() / "judges" / f"{name_or_path}.yaml"
+        if not path.is_file():
+            raise FinReflectError(
+                f"unknown judge panel '{name_or_path}'; bundled: {', '.join(available_panels())}"
+                " (or give a panel YAML file)"
+            )
+    raw = load_yaml(path, "judge panel")
+    try:
+        panel = Panel.model_validate(raw)
+    except ValidationError as exc:
+        raise FinReflectError(f"{path}: {first_invalid_field(exc)}") from exc
+    for judge in panel.judges:
+        try:
+            panel.generation(judge)
+        except ValidationError as exc:
+            raise FinReflectError(
+                f"{path}: judge {judge.name}: generation_kwargs: {first_invalid_field(exc)}"
+            ) from exc
+    return panel
+
+
+def judge_requests(
+    task: Task, record: SampleRecord, judge: JudgeSpec, generation: GenerationKwargs
+) -> dict[str, GenerationRequest]:
+    """The calls of one judge about one span, by criterion. A span without triples gets no
+    per-triple calls, and no comprehensiveness call either (see `judge_record`)."""
+    if not record.triples:
+        return {}
+    requests = {}
+    for criterion in CRITERIA:
+        system, user = task.render(criterion, span=record, triples=record.triples)
+        if judge.system_prefix:
+            system = f"{judge.system_prefix}\n{system}"
+        schema = (
+            triple_verdicts_model(len(record.triples))
+            if criterion in TRIPLE_CRITERIA
+            else SpanVerdict
+        )
+        requests[criterion] = GenerationRequest.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            schema=schema,
+            max_tokens=generation.max_gen_toks,
+            temperature=generation.temperature,
+            seed=generation.seed,
+        )
+    return requests
+
+
+def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[Vote]:
+    """One vote per item; a failed call is an abstention on each of its items."""
+    if not result.ok:
+        items = n_triples if criterion in TRIPLE_CRITERIA else 1
+        return [Vote(verdict=None, warning="judge call failed") for _ in range(items)]
+    if criterion in TRIPLE_CRITERIA:
+        return [Vote(**item) for item in result.parsed["verdicts"]]
+    return [Vote(**result.parsed)]
+
+
+# A span without triples covers none of its facts: "poor" by the decision rule, without a call.
+NO_TRIPLES_VOTE = Vote(verdict="poor", reasoning="No triples were extracted.", warning="no triples")
+
+
+def judge(
+    run: SavedRun,
+    panel: Panel,
+    *,
+    cache_path: Path | None,
+    include_paths: list[Path] | None = None,
+) -> SavedRun:
+    """Add every judge's votes to the run's records (replacing an earlier panel's) and save."""
+    index = TaskIndex(include_paths)
+    tasks = {}
+    for name, info in run.manifest["tasks"].items():
+        if name not in index.tasks:
+            raise FinReflectError(
+                f"task '{name}' of {run.folder} is unknown here (missing --include-path?)"
+            )
+        task = tasks[name] = index.tasks[name]
+        if not task.config.judge_prompts:
+            raise FinReflectError(f"{task.path}: field 'judge_prompts': the task has none")
+        if task.hash != info["hash"]:
+            logger.warning("task %s changed since extraction (hash %s, was %s)", name,
+                           task.hash, info["hash"])  # fmt: skip
+    records = [record for name in tasks for record in run.records[name]]
+    for record in records:
+        record.votes = {criterion: {} for criterion in CRITERIA}
+        record.judge_calls = []
+        if not record.triples:
+            record.votes["comprehensiveness"] = {j.name: [NO_TRIPLES_VOTE] for j in panel.judges}
+
+    seconds: dict[str, float] = {}
+    # Judges sharing a model (the demo panel) share one load; different models load in turn.
+    by_model: dict[str, list[JudgeSpec]] = {}
+    for spec in panel.judges:
+        key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
+        by_model.setdefault(key, []).append(spec)
+    for judges in by_model.values():
+        clock = time.perf_counter()
+        with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
+            for spec in judges:
+                started = time.perf_counter()
+                generation = panel.generation(spec)
+                calls = [
+                    (record, criterion, request)
+                    for record in records
+                    for criterion, request in judge_requests(
+                        tasks[record.task], record, spec, generation
+                    ).items()
+                ]
+                results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
+                for (record, criterion, _), result in zip(calls, results, strict=True):
+                    record.votes[criterion][spec.name] = votes_of(
+                        criterion, len(record.triples), result
+                    )
+                    record.judge_calls.append(
+                        ModelCall.of(f"judge:{criterion}", result, model=spec.name)
+                    )
+                seconds[spec.name] = time.perf_counter() - started
+        if len(judges) == 1:  # the load counts too when a judge has its model to itself
+            seconds[judges[0].name] = time.perf_counter() - clock
+
+    run.manifest["judging"] = {
+        "panel": panel.panel,
+        "official": panel.official,
+        "description": panel.description,
+        "judges": [
+            {**spec.model_dump(), "generation_kwargs": panel.generation(spec).model_dump()}
+            for spec in panel.judges
+        ],
+        "task_hashes": {name: task.hash for name, task in tasks.items()},
+        "seconds": {name: round(value, 3) for name, value in seconds.items()},
+    }
+    run.save()
+    return run

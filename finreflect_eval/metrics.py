@@ -1,0 +1,275 @@
+"""Scores from votes: majority aggregation, micro/macro averages with bootstrap CIs, per-judge
+scores, Krippendorff's α, CheckRules and reference overlap. Pure functions of the samples.
+
+Aggregation (DESIGN.md §7): an item (a triple on one criterion, or a span on comprehensiveness)
+takes the label more than half of its valid votes agree on. A failed judge call is an
+abstention; an item with fewer than two valid votes is unscored (and counted). Without a
+majority the item takes the most conservative of its labels and is flagged. Any disagreement
+between valid votes flags the item for human review.
+
+Scores are ×100: faithfulness, precision and relevance micro-averaged over all triples;
+comprehensiveness macro-averaged over spans with good = 1, partial = 0.5, poor = 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from finreflect_eval.data import CRITERIA
+from finreflect_eval.samples import Label, SampleRecord
+from finreflect_eval.schema import summarize_rule_checks
+
+LEVEL_SCORES = {"good": 1.0, "partial": 0.5, "poor": 0.0}
+AGGREGATION = {"faithfulness": "micro", "precision": "micro", "relevance": "micro",
+               "comprehensiveness": "macro"}  # fmt: skip
+BOOTSTRAP_ITERS = 1000
+CONFIDENCE = 0.95
+
+
+def label_score(label: Label) -> float:
+    return LEVEL_SCORES[label] if isinstance(label, str) else float(label)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One judged item: a triple on one criterion, or a span's triples on comprehensiveness."""
+
+    span_id: str
+    criterion: str
+    index: int  # the triple's position, 0 for a span
+    votes: Mapping[str, Label | None]  # judge -> label, None for an abstention
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: Label | None  # None when unscored
+    unanimous: bool  # every judge voted, and the same way
+    split: bool  # valid votes disagree: flagged for human review
+    no_majority: bool  # no label has more than half: the most conservative one was taken
+
+    @property
+    def scored(self) -> bool:
+        return self.label is not None
+
+    @property
+    def score(self) -> float | None:
+        return None if self.label is None else label_score(self.label)
+
+
+def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
+    valid = [label for label in votes.values() if label is not None]
+    counts = Counter(valid)
+    split = len(counts) > 1
+    if len(valid) < 2:
+        return Outcome(None, unanimous=False, split=split, no_majority=False)
+    label, top = counts.most_common(1)[0]
+    no_majority = 2 * top <= len(valid)
+    if no_majority:
+        label = min(counts, key=label_score)
+    unanimous = not split and len(valid) == len(votes)
+    return Outcome(label, unanimous=unanimous, split=split, no_majority=no_majority)
+
+
+def items_of(records: Iterable[SampleRecord]) -> list[Item]:
+    """Every judged item of the records, with its votes by judge."""
+    items = []
+    for record in records:
+        for criterion in CRITERIA:
+            by_judge = record.votes.get(criterion, {})
+            n_items = max((len(v) for v in by_judge.values()), default=0)
+            for index in range(n_items):
+                votes = {
+                    judge: votes[index].verdict if index < len(votes) else None
+                    for judge, votes in by_judge.items()
+                }
+                items.append(Item(record.span_id, criterion, index, votes))
+    return items
+
+
+# --- averages and confidence intervals over spans ---
+
+
+def _per_span(scores: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
+    spans: dict[str, list[float]] = {}
+    for span_id, score in scores:
+        spans.setdefault(span_id, []).append(score)
+    return spans
+
+
+def micro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
+    """Mean over all items, whatever span they belong to."""
+    values = [v for scores in per_span.values() for v in scores]
+    return float(np.mean(values)) if values else None
+
+
+def macro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
+    """Mean over spans of each span's mean."""
+    means = [np.mean(scores) for scores in per_span.values() if len(scores)]
+    return float(np.mean(means)) if means else None
+
+
+def bootstrap_ci(
+    per_span: Mapping[str, Sequence[float]],
+    aggregation: str,
+    *,
+    seed: int,
+    iterations: int = BOOTSTRAP_ITERS,
+) -> list[float] | None:
+    """Percentile CI of the average, resampling spans with replacement (seeded)."""
+    groups = [np.asarray(s, dtype=float) for s in per_span.values() if len(s)]
+    if not groups:
+        return None
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(groups), size=(iterations, len(groups)))
+    if aggregation == "micro":
+        sums = np.array([g.sum() for g in groups])[picks].sum(axis=1)
+        counts = np.array([len(g) for g in groups])[picks].sum(axis=1)
+        stats = sums / counts
+    else:
+        stats = np.array([g.mean() for g in groups])[picks].mean(axis=1)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(stats, [tail, 100 - tail])
+    return [_pct(low), _pct(high)]
+
+
+def _pct(value: float | None) -> float | None:
+    """×100, rounded so that the same samples give the same numbers on any machine."""
+    return None if value is None else round(float(value) * 100, 4)
+
+
+# --- agreement ---
+
+_CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # nominal: distinct codes
+
+
+def krippendorff_alpha(items: Sequence[Item], judges: Sequence[str]) -> dict[str, Any]:
+    """Nominal α across judges over the items; `alpha` None with the `reason` when undefined."""
+    import krippendorff
+
+    result: dict[str, Any] = {"alpha": None, "reason": None, "n_items": len(items)}
+    if len(judges) < 2:
+        result["reason"] = "fewer than two judges"
+        return result
+    data = np.full((len(judges), len(items)), np.nan)
+    for column, item in enumerate(items):
+        for row, judge in enumerate(judges):
+            label = item.votes.get(judge)
+            if label is not None:
+                data[row, column] = _CODES[label]
+    try:
+        alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    except ValueError as exc:  # one value in the domain, or no item with two votes
+        result["reason"] = str(exc)
+        return result
+    if np.isnan(alpha):
+        result["reason"] = "no disagreement is possible (expected disagreement is 0)"
+        return result
+    result["alpha"] = round(float(alpha), 4)
+    return result
+
+
+# --- per criterion ---
+
+
+@dataclass
+class CriterionScores:
+    score: float | None
+    ci: list[float] | None
+    n_items: int
+    n_scored: int
+    unanimous: int
+    split: int
+    no_majority: int
+    abstentions: int
+    per_judge: dict[str, float | None] = field(default_factory=dict)
+    agreement: dict[str, Any] = field(default_factory=dict)
+
+
+def score_criterion(
+    items: Sequence[Item], criterion: str, judges: Sequence[str], *, seed: int
+) -> CriterionScores:
+    mine = [item for item in items if item.criterion == criterion]
+    outcomes = [aggregate(item.votes) for item in mine]
+    average = micro_average if AGGREGATION[criterion] == "micro" else macro_average
+    scored = zip(mine, outcomes, strict=True)
+    per_span = _per_span((item.span_id, o.score) for item, o in scored if o.scored)
+    per_judge = {
+        judge: _pct(
+            average(
+                _per_span(
+                    (item.span_id, label_score(item.votes[judge]))
+                    for item in mine
+                    if item.votes.get(judge) is not None
+                )
+            )
+        )
+        for judge in judges
+    }
+    return CriterionScores(
+        score=_pct(average(per_span)),
+        ci=bootstrap_ci(per_span, AGGREGATION[criterion], seed=seed),
+        n_items=len(mine),
+        n_scored=sum(o.scored for o in outcomes),
+        unanimous=sum(o.unanimous for o in outcomes),
+        split=sum(o.split for o in outcomes),
+        no_majority=sum(o.no_majority for o in outcomes),
+        abstentions=sum(v is None for item in mine for v in item.votes.values()),
+        per_judge=per_judge,
+        agreement=krippendorff_alpha(mine, judges),
+    )
+
+
+def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
+    """Every criterion's score, CI, counts, per-judge scores and α."""
+    return {
+        criterion: score_criterion(items, criterion, judges, seed=seed).__dict__
+        for criterion in CRITERIA
+    }
+
+
+# --- extraction-side metrics ---
+
+
+def _normalise(text: str) -> str:
+    return " ".join(re.sub(r"[^\w$%.]+", " ", text.lower()).split()).strip(" .")
+
+
+def _key(triple: Any) -> tuple[str, str, str]:
+    return (_normalise(triple.subject), triple.relation.lower(), _normalise(triple.object))
+
+
+def reference_overlap(records: Sequence[SampleRecord]) -> dict[str, float | None]:
+    """Precision and recall (×100, micro over spans) of normalised (subject, relation, object)
+    against the reference triples; None where there is nothing to divide by."""
+    predicted = matched = reference = 0
+    for record in records:
+        mine = {_key(t) for t in record.triples}
+        gold = {_key(t) for t in record.reference}
+        predicted, reference = predicted + len(mine), reference + len(gold)
+        matched += len(mine & gold)
+    return {
+        "reference_precision": _pct(matched / predicted) if predicted else None,
+        "reference_recall": _pct(matched / reference) if reference else None,
+    }
+
+
+def extraction_metrics(records: Sequence[SampleRecord]) -> dict[str, Any]:
+    rules = summarize_rule_checks([check for r in records for check in r.rule_checks])
+    n = len(records)
+    return {
+        "n_spans": n,
+        "n_triples": sum(len(r.triples) for r in records),
+        "triples_per_span": round(sum(len(r.triples) for r in records) / n, 4) if n else None,
+        "check_rules": _pct(rules.all_rules),
+        "check_rules_detail": {
+            key: _pct(value) for key, value in rules.as_dict().items() if key != "n_triples"
+        },
+        **reference_overlap(records),
+        "failed_extractions": sum(r.failed for r in records),
+    }

@@ -1,0 +1,132 @@
+"""Aggregation, averages, bootstrap CIs and Krippendorff's α against hand-computed values."""
+
+import math
+
+import pytest
+
+from finreflect_eval.metrics import (
+    Item,
+    aggregate,
+    bootstrap_ci,
+    krippendorff_alpha,
+    macro_average,
+    micro_average,
+    score_criterion,
+)
+
+JUDGES = ["a", "b", "c"]
+
+
+def test_unanimous():
+    outcome = aggregate({"a": 1, "b": 1, "c": 1})
+    assert outcome.label == 1 and outcome.unanimous and not outcome.split
+
+
+def test_two_one_split_takes_the_majority_and_is_flagged():
+    outcome = aggregate({"a": 1, "b": 0, "c": 1})
+    assert outcome.label == 1 and outcome.split and not outcome.unanimous
+    assert not outcome.no_majority
+
+
+def test_one_abstention_still_scores_but_is_not_unanimous():
+    outcome = aggregate({"a": 0, "b": None, "c": 0})
+    assert outcome.label == 0 and outcome.scored and not outcome.unanimous and not outcome.split
+
+
+def test_two_abstentions_leave_the_item_unscored():
+    assert not aggregate({"a": 1, "b": None, "c": None}).scored
+    all_abstain = aggregate({"a": None, "b": None, "c": None})
+    assert not all_abstain.scored and all_abstain.score is None
+
+
+def test_no_majority_takes_the_most_conservative_label():
+    outcome = aggregate({"a": "good", "b": "partial", "c": "poor"})
+    assert outcome.label == "poor" and outcome.no_majority and outcome.split
+    tie = aggregate({"a": 1, "b": 0, "c": None})
+    assert tie.label == 0 and tie.no_majority
+
+
+def test_micro_and_macro_differ():
+    # span s1: one triple judged 1; span s2: three triples judged 0
+    per_span = {"s1": [1.0], "s2": [0.0, 0.0, 0.0]}
+    assert micro_average(per_span) == pytest.approx(0.25)
+    assert macro_average(per_span) == pytest.approx(0.5)
+
+
+def test_criterion_scores_are_percentages_with_counts():
+    items = [
+        Item("s1", "faithfulness", 0, {"a": 1, "b": 1, "c": 1}),
+        Item("s2", "faithfulness", 0, {"a": 0, "b": 1, "c": 0}),
+        Item("s2", "faithfulness", 1, {"a": 0, "b": 0, "c": 0}),
+        Item("s2", "faithfulness", 2, {"a": None, "b": None, "c": 1}),
+    ]
+    scores = score_criterion(items, "faithfulness", JUDGES, seed=0)
+    assert scores.score == pytest.approx(100 / 3, abs=1e-3)  # 1 of 3 scored triples
+    assert (scores.n_items, scores.n_scored, scores.unanimous, scores.split) == (4, 3, 2, 1)
+    assert scores.abstentions == 2
+    assert scores.per_judge["a"] == pytest.approx(33.3333, abs=1e-3)  # 1 of 3
+    assert scores.per_judge["b"] == pytest.approx(66.6667, abs=1e-3)  # 2 of 3
+    assert scores.per_judge["c"] == pytest.approx(50.0)  # 2 of 4
+
+
+def test_comprehensiveness_maps_levels_and_macro_averages():
+    items = [
+        Item("s1", "comprehensiveness", 0, {"a": "good", "b": "good", "c": "partial"}),
+        Item("s2", "comprehensiveness", 0, {"a": "partial", "b": "partial", "c": "poor"}),
+    ]
+    scores = score_criterion(items, "comprehensiveness", JUDGES, seed=0)
+    assert scores.score == pytest.approx(75.0)
+
+
+def test_bootstrap_ci_is_seeded_and_brackets_the_estimate():
+    per_span = {f"s{i}": [float(i % 2), 1.0] for i in range(20)}
+    first = bootstrap_ci(per_span, "micro", seed=7)
+    assert first == bootstrap_ci(per_span, "micro", seed=7)
+    assert first[0] <= micro_average(per_span) * 100 <= first[1]
+    assert bootstrap_ci({"s1": [1.0], "s2": [1.0]}, "macro", seed=1) == [100.0, 100.0]
+    assert bootstrap_ci({}, "micro", seed=1) is None
+
+
+def _items(matrix):
+    """Items from judges x units rows (None: missing)."""
+    judges = [f"j{i}" for i in range(len(matrix))]
+    units = len(matrix[0])
+    return judges, [
+        Item(f"s{u}", "faithfulness", 0, {j: row[u] for j, row in zip(judges, matrix, strict=True)})
+        for u in range(units)
+    ]
+
+
+def test_alpha_matches_krippendorffs_published_nominal_example():
+    # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", nominal data with four
+    # observers, twelve units and missing values: alpha = 0.743. Values coded 1..5 as labels.
+    n = None
+    matrix = [
+        [1, 2, 3, 3, 2, 1, 4, 1, 2, n, n, n],
+        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, n, 3],
+        [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n],
+        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n],
+    ]
+    codes = {1: 0, 2: 1, 3: "poor", 4: "partial", 5: "good"}  # five distinct nominal labels
+    judges, items = _items([[None if v is None else codes[v] for v in row] for row in matrix])
+    result = krippendorff_alpha(items, judges)
+    assert round(result["alpha"], 3) == 0.743 and result["reason"] is None
+
+
+@pytest.mark.parametrize(
+    ("matrix", "reason"),
+    [
+        ([[1, 1, 1], [1, 1, 1], [1, 1, 1]], "more than one value"),  # perfect but degenerate
+        ([[1, None], [None, 0]], "at least two coders"),  # no unit with two votes
+        ([[1, 0, 1]], "fewer than two judges"),
+    ],
+)
+def test_alpha_undefined_cases_are_null_with_a_reason(matrix, reason):
+    judges, items = _items(matrix)
+    result = krippendorff_alpha(items, judges)
+    assert result["alpha"] is None and reason in result["reason"]
+
+
+def test_alpha_of_full_agreement_with_variation_is_one():
+    judges, items = _items([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
+    assert math.isclose(krippendorff_alpha(items, judges)["alpha"], 1.0)
