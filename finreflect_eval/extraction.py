@@ -56,7 +56,9 @@ class TaskRun:
         ]
         self.fewshot = _fewshot_examples(fewshot, task.config.num_fewshot)
         # One output schema for extraction, normalisation and correction: compiled once.
-        self.output = task.schema.triple_list_model(task.config.max_triples)
+        self.output = task.schema.triple_list_model(
+            task.config.max_triples, min_triples=task.config.min_triples
+        )
 
     def request(self, step: str, span: Span, schema: type[BaseModel], **context: Any):
         system, user = self.task.render(step, span=span, fewshot=self.fewshot, **context)

@@ -17,6 +17,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,6 +31,8 @@ AGGREGATION = {"faithfulness": "micro", "precision": "micro", "relevance": "micr
                "comprehensiveness": "macro"}  # fmt: skip
 BOOTSTRAP_ITERS = 1000
 CONFIDENCE = 0.95
+# The same scores as an `evaluate` metric: evaluate.load(str(EVALUATE_MODULE)).
+EVALUATE_MODULE = Path(__file__).parent / "hf_metric" / "finreflect_judges.py"
 
 
 def label_score(label: Label) -> float:

