@@ -117,3 +117,13 @@ def test_unwritable_cache_is_a_one_line_error(tmp_path):
     blocker.write_text("")
     with pytest.raises(FinReflectError, match="cannot open cache"):
         ResponseCache(blocker / "c.sqlite")
+
+
+def test_identical_requests_in_one_call_are_generated_once():
+    from finreflect_eval.models.scripted import ScriptedModel
+
+    lm = ScriptedModel(responses=["a", "b"])
+    same = GenerationRequest(prompt="p")
+    results = lm.generate([same, GenerationRequest(prompt="q"), same])
+    assert [r.text for r in results] == ["a", "b", "a"]
+    assert len(lm.requests) == 2 and results[2].cached and not results[0].cached

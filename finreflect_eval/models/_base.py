@@ -214,8 +214,14 @@ class LM(ABC):
             for index, hit in enumerate(self.cache.get_many(keys)):
                 if hit is not None:
                     results[index] = self._from_cache(hit, requests[index].schema)
-        pending = [i for i, result in enumerate(results) if result is None]
-        self.stats["cache_hits"] += len(requests) - len(pending)
+        # Identical requests (e.g. two modes that ended with the same triples) run once.
+        first_of: dict[str, int] = {}
+        pending = [
+            i
+            for i, result in enumerate(results)
+            if result is None and first_of.setdefault(keys[i], i) == i
+        ]
+        self.stats["cache_hits"] += sum(result is not None for result in results)
         with tqdm(
             total=len(pending), desc=desc or f"{self.backend}:{self.model}", disable=not pending
         ) as bar:
@@ -232,6 +238,10 @@ class LM(ABC):
                         if results[i].attempts  # transport failures are not cached: retry later
                     )
                 bar.update(len(batch))
+        for index, key in enumerate(keys):
+            if results[index] is None:  # a duplicate: a copy of the first one's result
+                first = results[first_of[key]]
+                results[index] = replace(first, cached=True, raw_outputs=list(first.raw_outputs))
         return results  # type: ignore[return-value]
 
     def _generate_validated(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
