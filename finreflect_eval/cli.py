@@ -16,7 +16,6 @@ logger = logging.getLogger("finreflect_eval")
 
 # Commands of the CLI contract (DESIGN.md §10) that later work fills in.
 NOT_BUILT = {
-    "submit": "validate a results file and add it to the leaderboard",
     "audit-judges": "measure judge accuracy and bias on gold labels",
 }
 
@@ -111,6 +110,25 @@ def _run(args: argparse.Namespace) -> None:
     run(_run_config(args), args.judges)
 
 
+def _submit(args: argparse.Namespace) -> None:
+    from finreflect_eval.leaderboard import submit
+
+    target = submit(args.results, args.leaderboard, hub_repo=args.hub_repo, dry_run=args.dry_run)
+    if args.dry_run:
+        print(f"accepted (dry run): would be written to {target}")
+    elif args.hub_repo:
+        print(f"submitted to {args.hub_repo} as a pull request")
+    else:
+        print(f"accepted: {target}; {args.leaderboard / 'index.html'} rebuilt")
+
+
+def _leaderboard_build(args: argparse.Namespace) -> None:
+    from finreflect_eval.leaderboard import build
+
+    for path in build(args.leaderboard):
+        print(f"wrote {path}")
+
+
 def _run_config(args: argparse.Namespace):
     from finreflect_eval.evaluator import DEFAULT_CACHE, RunConfig
     from finreflect_eval.models import ModelSpec, parse_model_args
@@ -159,6 +177,13 @@ def _add_include_path(parser: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="more task folders (repeatable; later ones override)",
     )
+
+
+def _add_leaderboard(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--leaderboard", type=Path, default=Path("leaderboard"), metavar="DIR",
+        help="leaderboard folder (default: leaderboard)",
+    )  # fmt: skip
 
 
 def _add_judges(parser: argparse.ArgumentParser) -> None:
@@ -241,10 +266,24 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--tasks", nargs="+", help="only these tasks or groups")
     validate.set_defaults(func=_tasks_validate)
 
-    board = commands.add_parser("leaderboard", help="build the static leaderboard (not built yet)")
+    submit = commands.add_parser(
+        "submit", help="verify a run (every score recomputed) and add it to the leaderboard"
+    )
+    submit.add_argument(
+        "results", type=Path, metavar="RESULTS", help="results_*.json, its run folder, or a bundle"
+    )
+    _add_leaderboard(submit)
+    submit.add_argument("--hub-repo", help="open a pull request on this Hub dataset repo instead")
+    submit.add_argument("--dry-run", action="store_true", help="verify only; write nothing")
+    submit.set_defaults(func=_submit)
+
+    board = commands.add_parser("leaderboard", help="build the static leaderboard")
     board_commands = board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
-    sub = board_commands.add_parser("build", help="render leaderboard/index.html (not built yet)")
-    sub.set_defaults(func=_not_built("leaderboard build"), any_arguments=True)
+    sub = board_commands.add_parser(
+        "build", help="render index.html, leaderboard.json and leaderboard.csv"
+    )
+    _add_leaderboard(sub)
+    sub.set_defaults(func=_leaderboard_build)
 
     dataset = commands.add_parser("dataset", help="inspect, build and publish benchmark data")
     data_commands = dataset.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")

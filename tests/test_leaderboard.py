@@ -1,0 +1,143 @@
+"""`submit` and `leaderboard build`: verified submissions, refusals, and an escaped page."""
+
+import json
+import shutil
+
+import pytest
+from test_judging import TRIPLES, panel_file
+
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.evaluator import RunConfig, run
+from finreflect_eval.leaderboard import build, bundle_run, submit
+from finreflect_eval.models import ModelSpec
+
+
+def make_run(folder, model, limit, panel):
+    outputs = folder / "candidate.json"
+    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
+    config = RunConfig(
+        model=ModelSpec(model, "scripted", {"responses": str(outputs)}),
+        tasks=["finreflect_smoke_single_pass"],
+        dataset="sample",
+        limit=limit,
+        output_path=folder / "out",
+    )
+    run(config, str(panel))
+    (results,) = (folder / "out").rglob("results_*.json")
+    return results
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Three scored runs (scripted candidate and judges) with different settings."""
+    root = tmp_path_factory.mktemp("runs")
+    panel = panel_file(root, "accepts_all", "accepts_all", "rejects_all")
+    made = {}
+    for name, model, limit in [("org", "acme/kg-7b", 2), ("other", "acme/kg-7b", 3),
+                               ("script", "<script>alert(1)</script>", 1)]:  # fmt: skip
+        (root / name).mkdir()
+        made[name] = make_run(root / name, model, limit, panel)
+    return made
+
+
+def test_a_valid_submission_is_accepted_and_listed_everywhere(runs, tmp_path):
+    board = tmp_path / "board"
+    target = submit(runs["org"], board)
+    assert target.parent == (board / "submissions" / "acme__kg-7b").resolve()
+    page = (board / "index.html").read_text()
+    assert "acme/kg-7b" in page and 'href="https://huggingface.co/acme/kg-7b"' in page
+    assert "community" in page  # a scripted panel is not an official one
+    rows = json.loads((board / "leaderboard.json").read_text())
+    assert len(rows) == 1 and rows[0]["single_pass.F"] == 100.0 and rows[0]["overall"] == 100.0
+    assert "acme/kg-7b" in (board / "leaderboard.csv").read_text()
+    assert page.count("<tr data-panel=") == 1
+
+
+def test_a_changed_score_is_refused_naming_it(runs, tmp_path):
+    bundle = bundle_run(runs["org"])
+    bundle["results"]["results"]["finreflect_smoke_single_pass"]["precision"] = 99.0
+    forged = tmp_path / "forged.json"
+    forged.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError) as error:
+        submit(forged, tmp_path / "board")
+    message = str(error.value)
+    assert "results.finreflect_smoke_single_pass.precision: submitted 99.0" in message
+    assert "recomputed from the samples 100.0" in message
+    assert not (tmp_path / "board" / "submissions").exists()
+
+
+def test_a_duplicate_is_refused(runs, tmp_path):
+    board = tmp_path / "board"
+    submit(runs["org"], board)
+    copy = tmp_path / "copy"
+    shutil.copytree(runs["org"].parent, copy)
+    with pytest.raises(FinReflectError, match="already on the leaderboard"):
+        submit(copy, board)
+    submit(runs["other"], board)  # the same model on another dataset slice is not a duplicate
+    assert len(json.loads((board / "leaderboard.json").read_text())) == 2
+
+
+def test_a_script_in_a_model_name_renders_as_text(runs, tmp_path):
+    board = tmp_path / "board"
+    submit(runs["script"], board)
+    page = (board / "index.html").read_text()
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    (folder,) = (board / "submissions").iterdir()
+    assert folder.name == "_script_alert_1____script_"
+
+
+@pytest.mark.parametrize("name", ["../evil", "acme/../../evil", "/etc/passwd", "a/b/c", "..\\x"])
+def test_path_like_model_names_are_refused(runs, tmp_path, name):
+    bundle = bundle_run(runs["org"])
+    bundle["results"]["config"]["model"] = name
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError, match="refused: model name"):
+        submit(path, tmp_path / "board")
+    assert not (tmp_path / "board").exists()
+
+
+def test_unknown_task_version_and_dataset_are_refused(runs, tmp_path):
+    bundle = bundle_run(runs["org"])
+    bundle["results"]["versions"]["finreflect_smoke_single_pass"] = 99
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError, match="version 99 is not the current 1"):
+        submit(path, tmp_path / "board")
+    bundle = bundle_run(runs["org"])
+    bundle["results"]["dataset"]["fingerprint"] = "0000"
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError, match="does not match the bundled sample"):
+        submit(path, tmp_path / "board")
+
+
+def test_out_of_range_values_are_refused(runs, tmp_path):
+    bundle = bundle_run(runs["org"])
+    bundle["results"]["results"]["finreflect_smoke_single_pass"]["relevance"] = 140.0
+    path = tmp_path / "bundle.json"
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError, match="relevance"):
+        submit(path, tmp_path / "board")
+
+
+def test_a_submission_edited_on_disk_stops_the_build_naming_the_file(runs, tmp_path):
+    board = tmp_path / "board"
+    stored = submit(runs["org"], board)
+    bundle = json.loads(stored.read_text())
+    bundle["results"]["results"]["finreflect_smoke_single_pass"]["faithfulness"] = 12.5
+    stored.write_text(json.dumps(bundle))
+    with pytest.raises(FinReflectError, match=stored.name):
+        build(board)
+
+
+def test_cli_submit_dry_run_and_offline_hub_pull_request(cli, runs, tmp_path):
+    board = tmp_path / "board"
+    dry = cli("submit", str(runs["org"]), "--leaderboard", str(board), "--dry-run")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert "accepted (dry run)" in dry.stdout and not board.exists()
+    hub = cli("submit", str(runs["org"]), "--leaderboard", str(board), "--hub-repo", "org/board")
+    assert hub.returncode == 1 and "cannot open a pull request on org/board" in hub.stderr
+    assert hub.stderr.count("\n") == 1
+    built = cli("leaderboard", "build", "--leaderboard", str(board))
+    assert built.returncode == 0 and (board / "index.html").exists()
