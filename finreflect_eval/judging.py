@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import time
+from collections.abc import Iterator
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
@@ -20,7 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from finreflect_eval.data import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
-from finreflect_eval.models import GenerationRequest, GenerationResult, ModelSpec, load_model
+from finreflect_eval.models import (
+    LM,
+    GenerationRequest,
+    GenerationResult,
+    ModelSpec,
+    load_model,
+)
 from finreflect_eval.resources import tasks_dir
 from finreflect_eval.samples import ModelCall, SampleRecord, SavedRun, Vote
 from finreflect_eval.tasks import GenerationKwargs, Task, TaskIndex
@@ -131,31 +138,39 @@ def load_panel(name_or_path: str | Path) -> Panel:
     return panel
 
 
+def judge_request(
+    task: Task,
+    criterion: str,
+    span: Any,
+    triples: list[Any],
+    judge: JudgeSpec,
+    generation: GenerationKwargs,
+) -> GenerationRequest:
+    """One judge's call about a span (anything with ticker, section and text) on a criterion."""
+    system, user = task.render(criterion, span=span, triples=triples)
+    if judge.system_prefix:
+        system = f"{judge.system_prefix}\n{system}"
+    schema = triple_verdicts_model(len(triples)) if criterion in TRIPLE_CRITERIA else SpanVerdict
+    return GenerationRequest.chat(
+        [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        schema=schema,
+        max_tokens=generation.max_gen_toks,
+        temperature=generation.temperature,
+        seed=generation.seed,
+    )
+
+
 def judge_requests(
     task: Task, record: SampleRecord, judge: JudgeSpec, generation: GenerationKwargs
 ) -> dict[str, GenerationRequest]:
     """The calls of one judge about one span, by criterion. A span without triples gets no
-    per-triple calls, and no comprehensiveness call either (see `judge_record`)."""
+    call (see NO_TRIPLES_VOTE)."""
     if not record.triples:
         return {}
-    requests = {}
-    for criterion in CRITERIA:
-        system, user = task.render(criterion, span=record, triples=record.triples)
-        if judge.system_prefix:
-            system = f"{judge.system_prefix}\n{system}"
-        schema = (
-            triple_verdicts_model(len(record.triples))
-            if criterion in TRIPLE_CRITERIA
-            else SpanVerdict
-        )
-        requests[criterion] = GenerationRequest.chat(
-            [{"role": "system", "content": system}, {"role": "user", "content": user}],
-            schema=schema,
-            max_tokens=generation.max_gen_toks,
-            temperature=generation.temperature,
-            seed=generation.seed,
-        )
-    return requests
+    return {
+        criterion: judge_request(task, criterion, record, record.triples, judge, generation)
+        for criterion in CRITERIA
+    }
 
 
 def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[Vote]:
@@ -170,6 +185,19 @@ def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[V
 
 # A span without triples covers none of its facts: "poor" by the decision rule, without a call.
 NO_TRIPLES_VOTE = Vote(verdict="poor", reasoning="No triples were extracted.", warning="no triples")
+
+
+def each_judge(panel: Panel, cache_path: Path | None) -> Iterator[tuple[JudgeSpec, LM]]:
+    """Each judge with its loaded model, one model in memory at a time; judges that share a
+    model (the demo panel) share one load."""
+    by_model: dict[str, list[JudgeSpec]] = {}
+    for spec in panel.judges:
+        key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
+        by_model.setdefault(key, []).append(spec)
+    for judges in by_model.values():
+        with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
+            for spec in judges:
+                yield spec, lm
 
 
 def judge(
@@ -201,35 +229,21 @@ def judge(
             record.votes["comprehensiveness"] = {j.name: [NO_TRIPLES_VOTE] for j in panel.judges}
 
     seconds: dict[str, float] = {}
-    # Judges sharing a model (the demo panel) share one load; different models load in turn.
-    by_model: dict[str, list[JudgeSpec]] = {}
-    for spec in panel.judges:
-        key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
-        by_model.setdefault(key, []).append(spec)
-    for judges in by_model.values():
-        clock = time.perf_counter()
-        with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
-            for spec in judges:
-                started = time.perf_counter()
-                generation = panel.generation(spec)
-                calls = [
-                    (record, criterion, request)
-                    for record in records
-                    for criterion, request in judge_requests(
-                        tasks[record.task], record, spec, generation
-                    ).items()
-                ]
-                results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
-                for (record, criterion, _), result in zip(calls, results, strict=True):
-                    record.votes[criterion][spec.name] = votes_of(
-                        criterion, len(record.triples), result
-                    )
-                    record.judge_calls.append(
-                        ModelCall.of(f"judge:{criterion}", result, model=spec.name)
-                    )
-                seconds[spec.name] = time.perf_counter() - started
-        if len(judges) == 1:  # the load counts too when a judge has its model to itself
-            seconds[judges[0].name] = time.perf_counter() - clock
+    for spec, lm in each_judge(panel, cache_path):
+        started = time.perf_counter()
+        generation = panel.generation(spec)
+        calls = [
+            (record, criterion, request)
+            for record in records
+            for criterion, request in judge_requests(
+                tasks[record.task], record, spec, generation
+            ).items()
+        ]
+        results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
+        for (record, criterion, _), result in zip(calls, results, strict=True):
+            record.votes[criterion][spec.name] = votes_of(criterion, len(record.triples), result)
+            record.judge_calls.append(ModelCall.of(f"judge:{criterion}", result, model=spec.name))
+        seconds[spec.name] = time.perf_counter() - started
 
     run.manifest["judging"] = {
         "panel": panel.panel,

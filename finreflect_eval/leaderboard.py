@@ -500,13 +500,13 @@ def _plot(rows: list[dict[str, Any]], criterion: str, short: str) -> str:
         bars.append((row["model"], row["panel"], _mean(values)))
     height = 24 * max(len(bars), 1) + 24
     parts = [f'<figure><figcaption>{e(criterion.capitalize())} (mean over modes)</figcaption>'
-             f'<svg viewBox="0 0 420 {height}" role="img" aria-label="{e(criterion)} by '
+             f'<svg viewBox="0 0 470 {height}" role="img" aria-label="{e(criterion)} by '
              f'submission" width="100%">']  # fmt: skip
     for index, (model, panel, value) in enumerate(bars):
         y = 12 + 24 * index
         width = 0 if value is None else 2 * value
         parts.append(
-            f'<text x="0" y="{y + 12}" class="label">{e(model[:28])} · {e(panel[:12])}</text>'
+            f'<text x="0" y="{y + 12}" class="label">{e(model[:24])} · {e(panel[:16])}</text>'
             f'<rect x="200" y="{y}" width="{width:.1f}" height="16" class="bar"/>'
             f'<text x="{204 + width:.1f}" y="{y + 12}" class="value">{_number(value)}</text>'
         )
