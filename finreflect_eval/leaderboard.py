@@ -497,16 +497,16 @@ def _plot(rows: list[dict[str, Any]], criterion: str, short: str) -> str:
     bars = []
     for row in rows:
         values = [row[f"{mode}.{short}"] for mode in MODES]
-        bars.append((row["model"], row["panel"], _mean(values)))
+        bars.append((row["model"], row["dataset"], _mean(values)))
     height = 24 * max(len(bars), 1) + 24
     parts = [f'<figure><figcaption>{e(criterion.capitalize())} (mean over modes)</figcaption>'
              f'<svg viewBox="0 0 470 {height}" role="img" aria-label="{e(criterion)} by '
              f'submission" width="100%">']  # fmt: skip
-    for index, (model, panel, value) in enumerate(bars):
+    for index, (model, dataset, value) in enumerate(bars):
         y = 12 + 24 * index
         width = 0 if value is None else 2 * value
         parts.append(
-            f'<text x="0" y="{y + 12}" class="label">{e(model[:24])} · {e(panel[:16])}</text>'
+            f'<text x="0" y="{y + 12}" class="label">{e(model[:20])} · {e(dataset[:20])}</text>'
             f'<rect x="200" y="{y}" width="{width:.1f}" height="16" class="bar"/>'
             f'<text x="{204 + width:.1f}" y="{y + 12}" class="value">{_number(value)}</text>'
         )
@@ -537,6 +537,7 @@ table{border-collapse:collapse;font-size:.85rem;min-width:100%}
 th,td{padding:.3rem .45rem;border-bottom:1px solid #e3e3e3;text-align:right;white-space:nowrap}
 th[scope=row]{text-align:left;position:sticky;left:0;background:#fff}
 thead th{background:#f3f4f6;position:sticky;top:0}
+thead tr:first-child th:first-child{left:0;z-index:2}
 th button{font:inherit;font-weight:600;background:none;border:0;cursor:pointer;padding:0}
 th button:focus-visible{outline:2px solid #1d4ed8}
 th[aria-sort=ascending] button::after{content:" ▲"}

@@ -93,6 +93,7 @@ def test_page_loads_sorts_and_fits_a_phone(tmp_path):
         assert header.get_attribute("aria-sort") == "ascending"
         if len(set(before)) > 1:
             assert after != before  # the rows really moved
+        page.evaluate("document.querySelector('.table-wrap').scrollLeft = 0")
         page.screenshot(path=str(screenshot), full_page=True)
 
         phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
