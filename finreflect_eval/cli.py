@@ -6,18 +6,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from finreflect_eval import __version__
 from finreflect_eval.errors import FinReflectError
 
 logger = logging.getLogger("finreflect_eval")
-
-# Commands of the CLI contract (DESIGN.md §10) that later work fills in.
-NOT_BUILT = {
-    "audit-judges": "measure judge accuracy and bias on gold labels",
-}
 
 
 def _dataset_info(args: argparse.Namespace) -> None:
@@ -129,6 +124,25 @@ def _leaderboard_build(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def _audit_judges(args: argparse.Namespace) -> None:
+    from finreflect_eval.audit import PROBES, audit_table, run_audit, write_audit
+    from finreflect_eval.data import load_benchmark
+    from finreflect_eval.judging import load_panel
+    from finreflect_eval.tasks import TaskIndex
+
+    probes = PROBES if args.probes == "all" else [p for p in args.probes.split(",") if p]
+    task = TaskIndex(args.include_path).resolve([args.task])[0]
+    benchmark = load_benchmark(args.dataset, split=args.split, limit=args.limit)
+    cache = None if args.no_cache else (args.cache or args.output_path / "cache.sqlite")
+    audit = run_audit(
+        load_panel(args.judges), task, benchmark, probes=probes, seed=args.seed, limit=args.limit,
+        cache_path=None if cache is None else Path(cache),
+    )  # fmt: skip
+    path = write_audit(audit, args.output_path)
+    print(audit_table(audit))
+    print(f"\naudit written to {path}")
+
+
 def _run_config(args: argparse.Namespace):
     from finreflect_eval.evaluator import DEFAULT_CACHE, RunConfig
     from finreflect_eval.models import ModelSpec, parse_model_args
@@ -204,13 +218,6 @@ def _add_samples(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _not_built(name: str) -> Callable[[argparse.Namespace], None]:
-    def command(_: argparse.Namespace) -> None:
-        raise FinReflectError(f"'{name}' is not built yet in finreflect-eval {__version__}")
-
-    return command
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="finreflect-eval",
@@ -219,10 +226,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    for name, summary in NOT_BUILT.items():
-        sub = commands.add_parser(name, help=f"{summary} (not built yet)", description=summary)
-        sub.set_defaults(func=_not_built(name), any_arguments=True)
 
     run = commands.add_parser(
         "run", help="extract → judge → score in one command (results, samples, review queue)"
@@ -276,6 +279,28 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--hub-repo", help="open a pull request on this Hub dataset repo instead")
     submit.add_argument("--dry-run", action="store_true", help="verify only; write nothing")
     submit.set_defaults(func=_submit)
+
+    audit = commands.add_parser(
+        "audit-judges", help="judge accuracy against gold labels, and measured bias probes"
+    )
+    audit.add_argument("--judges", required=True, help="panel: paper, small, demo or a YAML file")
+    audit.add_argument("--dataset", default="sample", help="a dataset with gold judgments")
+    audit.add_argument("--split", default="test", help="default: test")
+    audit.add_argument("--limit", type=_positive_int, help="first N spans")
+    audit.add_argument(
+        "--probes", default="all", help="all, or a comma list of: position, span_order, "
+        "verbosity, leniency, world_knowledge",
+    )  # fmt: skip
+    audit.add_argument(
+        "--task", default="finreflect_single_pass", help="whose judge prompts to use"
+    )
+    audit.add_argument("--seed", type=int, default=1234, help="probe generation seed")
+    audit.add_argument("--output-path", type=Path, default=Path("results"), help="default: results")
+    audit_cache = audit.add_mutually_exclusive_group()
+    audit_cache.add_argument("--cache", help="SQLite cache (default: OUTPUT_PATH/cache.sqlite)")
+    audit_cache.add_argument("--no-cache", action="store_true", help="call the judges anew")
+    _add_include_path(audit)
+    audit.set_defaults(func=_audit_judges)
 
     board = commands.add_parser("leaderboard", help="build the static leaderboard")
     board_commands = board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
@@ -334,10 +359,7 @@ def _positive_int(value: str) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    # Commands not built yet take any arguments, so they can say so instead of a usage error.
-    args, unknown = parser.parse_known_args(argv)
-    if unknown and not getattr(args, "any_arguments", False):
-        parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    args = parser.parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",

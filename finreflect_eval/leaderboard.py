@@ -22,6 +22,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finreflect_eval.audit import FORMAT as AUDIT_FORMAT
+from finreflect_eval.audit import PANEL_ROW, Case, compute_report
 from finreflect_eval.data import CRITERIA, load_benchmark
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.judging import available_panels, load_panel
@@ -81,6 +83,24 @@ class _Results(BaseModel):
     dataset: dict[str, Any]
 
 
+LABELS = (0, 1, "good", "partial", "poor", None)
+
+
+class _Audit(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    date: str = Field(pattern=RUN_DATE.pattern)
+    panel: dict[str, Any]
+    task: dict[str, str]
+    dataset: dict[str, Any]
+    probes: list[str]
+    seed: int
+    cases: list[dict[str, Any]]
+    verdicts: dict[str, list[list[Any]]] = Field(min_length=1)
+    calls: dict[str, dict[str, float]]
+    report: dict[str, Any]
+
+
 @dataclass
 class Submission:
     """A verified bundle and where it lives."""
@@ -97,9 +117,12 @@ class Submission:
         return self.results["config"]["model"]
 
     @property
-    def folder_name(self) -> str:
-        """`org__name`, with any character unsafe in a file name replaced by `_`."""
-        return UNSAFE_CHARACTER.sub("_", self.model.replace("/", "__"))
+    def folder(self) -> Path:
+        """`submissions/org__name`, with any character unsafe in a file name replaced by `_`."""
+        return Path("submissions") / UNSAFE_CHARACTER.sub("_", self.model.replace("/", "__"))
+
+    def describe(self) -> str:
+        return f"a submission of {self.model} with panel '{self.results['judges']['panel']}'"
 
     @property
     def run_id(self) -> str:
@@ -117,6 +140,40 @@ class Submission:
         )
 
 
+@dataclass
+class AuditEntry:
+    """A verified judge audit (`audit-judges` output) for the Judges view."""
+
+    bundle: dict[str, Any]
+    official: bool
+
+    @property
+    def panel(self) -> str:
+        return str(self.bundle["panel"]["panel"])
+
+    @property
+    def folder(self) -> Path:
+        return Path("audits") / UNSAFE_CHARACTER.sub("_", self.panel)
+
+    @property
+    def run_id(self) -> str:
+        digest = hashlib.sha256(json.dumps(self.bundle, sort_keys=True).encode()).hexdigest()
+        return f"{self.bundle['date']}_{digest[:8]}"
+
+    def describe(self) -> str:
+        return f"an audit of panel '{self.panel}'"
+
+    def duplicate_key(self) -> tuple:
+        audit = self.bundle
+        return (
+            json.dumps(audit["panel"], sort_keys=True),
+            json.dumps(audit["dataset"], sort_keys=True),
+            tuple(audit["probes"]),
+            audit["seed"],
+            audit["task"]["hash"],
+        )
+
+
 # --- bundling and verification ---
 
 
@@ -129,7 +186,7 @@ def bundle_run(path: Path) -> dict[str, Any]:
             raise FinReflectError(f"{path}: no results_*.json here (run `score` first)")
         path = found[-1]
     data = _read_json(path)
-    if data.get("format") == FORMAT:
+    if isinstance(data, dict) and data.get("format") in (FORMAT, AUDIT_FORMAT):
         return data
     date = data.get("date") if isinstance(data, dict) else None
     if not isinstance(date, str) or not RUN_DATE.match(date):
@@ -204,6 +261,28 @@ def check_model_name(model: Any) -> None:
             f"refused: model name {model!r} is not a Hub id (org/name) or a plain name; "
             "path parts such as '..', '/' at the start or '\\' are not allowed"
         )
+
+
+def verify_audit(audit: dict[str, Any], leaderboard: Path) -> AuditEntry:
+    """A submitted judge audit: known task and dataset, well-formed cases and verdicts, and a
+    report equal to the one recomputed from them."""
+    try:
+        _Audit.model_validate(audit)
+        cases = [Case.model_validate(case) for case in audit["cases"]]
+    except ValidationError as exc:
+        raise FinReflectError(f"audit: {first_invalid_field(exc)}") from exc
+    for judge, verdicts in audit["verdicts"].items():
+        shapes = [len(v) for v in verdicts] == [len(case.keys) for case in cases]
+        if not shapes or any(label not in LABELS for v in verdicts for label in v):
+            raise FinReflectError(f"audit: verdicts of judge {judge!r} do not match the cases")
+    task = TaskIndex().tasks.get(audit["task"]["name"])
+    if task is None or task.hash != audit["task"]["hash"]:
+        raise FinReflectError(f"audit: task {audit['task']} is not a task of this leaderboard")
+    _check_dataset(audit["dataset"], leaderboard)
+    difference = first_difference(audit["report"], compute_report(audit), "report")
+    if difference:
+        raise FinReflectError(f"refused: {difference}")
+    return AuditEntry(audit, _is_official(audit["panel"]))
 
 
 def _check_tasks(results: dict[str, Any]) -> None:
@@ -288,39 +367,45 @@ def first_difference(submitted: Any, recomputed: Any, path: str = "") -> str | N
 # --- storing ---
 
 
-def load_submissions(leaderboard: Path) -> list[Submission]:
-    """Every stored submission, re-verified: a file edited in place is an error naming it."""
-    submissions = []
-    for path in sorted((leaderboard / "submissions").glob("*/*.json")):
+def load_entries(leaderboard: Path, kind: str) -> list[Any]:
+    """Every stored submission (`submissions`) or audit (`audits`), re-verified: a file edited
+    in place is an error naming it."""
+    check = verify if kind == "submissions" else verify_audit
+    entries = []
+    for path in sorted((leaderboard / kind).glob("*/*.json")):
         try:
-            submissions.append(verify(_read_json(path), leaderboard))
+            entries.append(check(_read_json(path), leaderboard))
         except FinReflectError as exc:
             raise FinReflectError(f"{path}: {exc}") from exc
-    return submissions
+    return entries
 
 
 def submit(
     source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
 ) -> Path:
-    """Verify a run and add it to the leaderboard (and rebuild the page), or open a pull
-    request with it on a Hub repo. Returns where the submission was (or would be) written."""
-    submission = verify(bundle_run(source), leaderboard)
-    key = submission.duplicate_key()
-    for existing in load_submissions(leaderboard):
-        if existing.duplicate_key() == key:
-            raise FinReflectError(
-                f"refused: a submission of {submission.model} with panel "
-                f"'{key[2]}', this dataset and these task versions is already on the leaderboard"
-            )
-    relative = Path("submissions") / submission.folder_name / f"{submission.run_id}.json"
+    """Verify a run (or a judge audit) and add it to the leaderboard (and rebuild the page), or
+    open a pull request with it on a Hub repo. Returns where it was (or would be) written."""
+    data = bundle_run(source)
+    entry = (
+        verify_audit(data, leaderboard)
+        if data.get("format") == AUDIT_FORMAT
+        else verify(data, leaderboard)
+    )
+    kind = entry.folder.parts[0]
+    if any(e.duplicate_key() == entry.duplicate_key() for e in load_entries(leaderboard, kind)):
+        raise FinReflectError(
+            f"refused: {entry.describe()}, this dataset and these task versions is already "
+            "on the leaderboard"
+        )
+    relative = entry.folder / f"{entry.run_id}.json"
     target = (leaderboard / relative).resolve()
-    if (leaderboard / "submissions").resolve() not in target.parents:
-        raise FinReflectError(f"model name {submission.model!r} leaves the submissions folder")
+    if (leaderboard / kind).resolve() not in target.parents:
+        raise FinReflectError(f"refused: {entry.describe()} would leave the {kind} folder")
     if dry_run:
         return target
-    payload = json.dumps(submission.bundle, indent=1, ensure_ascii=False) + "\n"
+    payload = json.dumps(entry.bundle, indent=1, ensure_ascii=False) + "\n"
     if hub_repo:
-        _open_pull_request(hub_repo, relative.as_posix(), payload, submission)
+        _open_pull_request(hub_repo, relative.as_posix(), payload, entry.describe())
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(payload, encoding="utf-8")
@@ -328,7 +413,7 @@ def submit(
     return target
 
 
-def _open_pull_request(repo: str, path_in_repo: str, payload: str, submission: Submission) -> None:
+def _open_pull_request(repo: str, path_in_repo: str, payload: str, what: str) -> None:
     from huggingface_hub import CommitOperationAdd, HfApi
 
     try:
@@ -336,7 +421,7 @@ def _open_pull_request(repo: str, path_in_repo: str, payload: str, submission: S
             repo_id=repo,
             repo_type="dataset",
             operations=[CommitOperationAdd(path_in_repo, payload.encode("utf-8"))],
-            commit_message=f"Submission: {submission.model} ({submission.results['date']})",
+            commit_message=f"Submit {what}",
             create_pr=True,
         )
     except Exception as exc:  # offline, no token, no such repo: one line, nothing written
@@ -398,15 +483,45 @@ def _dataset_label(dataset: dict[str, Any]) -> str:
     return f"{label} {str(dataset.get('fingerprint'))[:8]}"
 
 
+def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
+    """One row per judge (and panel majority) per audit: accuracy and κ per criterion, flip
+    rate per probe, α of the panel."""
+    rows = []
+    for audit in audits:
+        report = audit.bundle["report"]
+        for judge, entry in report["judges"].items():
+            row: dict[str, Any] = {
+                "panel": audit.panel,
+                "official": audit.official,
+                "judge": judge,
+                "dataset": _dataset_label(audit.bundle["dataset"]),
+                "date": audit.bundle["date"][:10],
+            }
+            for criterion, short in SHORT.items():
+                values = entry["criteria"][criterion]
+                row[f"accuracy.{short}"] = values["accuracy"]
+                row[f"kappa.{short}"] = values["kappa"]
+                agreement = report["agreement"][criterion]["alpha"]
+                row[f"alpha.{short}"] = agreement if judge == PANEL_ROW else None
+            for probe, values in entry["probes"].items():
+                row[f"flip.{probe}"] = values["rate"]
+            rows.append(row)
+    return rows
+
+
 def build(leaderboard: Path) -> list[Path]:
-    """Render `index.html`, `leaderboard.json` and `leaderboard.csv` from the submissions."""
+    """Render `index.html`, `leaderboard.json`, `leaderboard.csv` and `judges.json` from the
+    stored submissions and judge audits."""
     leaderboard.mkdir(parents=True, exist_ok=True)
-    rows = rows_of(load_submissions(leaderboard))
+    rows = rows_of(load_entries(leaderboard, "submissions"))
     rows.sort(key=lambda r: -math.inf if r["overall"] is None else r["overall"], reverse=True)
-    paths = [leaderboard / name for name in ("index.html", "leaderboard.json", "leaderboard.csv")]
-    paths[0].write_text(render_html(rows), encoding="utf-8")
+    judges = judge_rows(load_entries(leaderboard, "audits"))
+    names = ("index.html", "leaderboard.json", "leaderboard.csv", "judges.json")
+    paths = [leaderboard / name for name in names]
+    paths[0].write_text(render_html(rows, judges), encoding="utf-8")
     paths[1].write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     paths[2].write_text(_csv(rows), encoding="utf-8")
+    paths[3].write_text(json.dumps(judges, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return paths
 
 
@@ -424,7 +539,7 @@ def _number(value: float | None) -> str:
     return "—" if value is None else f"{value:.1f}"
 
 
-def render_html(rows: list[dict[str, Any]]) -> str:
+def render_html(rows: list[dict[str, Any]], judge_rows_: list[dict[str, Any]]) -> str:
     """The page: every value from a submission goes through `html.escape`."""
     e = html.escape
     columns = [(f"{mode}.{short}", f"{short}", mode) for mode in MODES for short in SHORT.values()]
@@ -474,6 +589,7 @@ def render_html(rows: list[dict[str, Any]]) -> str:
 
     plots = "".join(_plot(rows, criterion, short) for criterion, short in SHORT.items())
     return PAGE.format(
+        judges=_judges_table(judge_rows_),
         n=len(rows),
         head_modes=head_modes,
         header=header,
@@ -483,6 +599,38 @@ def render_html(rows: list[dict[str, Any]]) -> str:
         plots=plots,
         script=SCRIPT,
         style=STYLE,
+    )
+
+
+def _judges_table(rows: list[dict[str, Any]]) -> str:
+    e = html.escape
+    if not rows:
+        return "<p>No judge audits submitted yet.</p>"
+    keys = [key for key in rows[0] if "." in key]
+    header = "".join(
+        f'<th scope="col" aria-sort="none"><button type="button" data-key="{e(k)}">'
+        f"{e(k.replace('.', ' ').replace('_', ' '))}</button></th>"
+        for k in keys
+    )
+    body = []
+    for row in rows:
+        badge = ('<span class="badge official">official</span>' if row["official"]
+                 else '<span class="badge community">community</span>')  # fmt: skip
+        cells = [f'<th scope="row">{e(row["judge"])}</th>',
+                 f"<td>{e(row['panel'])} {badge}</td>"]  # fmt: skip
+        for key in keys:
+            value = row.get(key)
+            text = "—" if value is None else f"{value:.2f}"
+            cells.append(_cell(key, value, text))
+        cells += [f"<td>{e(row['dataset'])}</td>", f"<td>{e(row['date'])}</td>"]
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        '<div class="table-wrap"><table id="judges" class="sortable">'
+        "<caption>Judge audits: accuracy and Cohen's κ against gold labels per criterion, "
+        "flip rates under each bias probe (0 is best), α within the panel</caption>"
+        f'<thead><tr><th scope="col">Judge</th><th scope="col">Panel</th>{header}'
+        '<th scope="col">Dataset</th><th scope="col">Date</th></tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
 
 
@@ -554,10 +702,9 @@ figure{margin:0}figcaption{font-weight:600;margin:.5rem 0}
 
 SCRIPT = """
 (function () {
-  var table = document.getElementById("board");
+  document.querySelectorAll("table.sortable").forEach(function (table) {
   var tbody = table.tBodies[0];
-  var buttons = table.querySelectorAll("thead button");
-  buttons.forEach(function (button) {
+  table.querySelectorAll("thead button").forEach(function (button) {
     button.addEventListener("click", function () {
       var th = button.parentElement;
       var descending = th.getAttribute("aria-sort") !== "descending";
@@ -576,6 +723,8 @@ SCRIPT = """
       rows.forEach(function (row) { tbody.appendChild(row); });
     });
   });
+  });
+  var tbody = document.getElementById("board").tBodies[0];
   var panel = document.getElementById("panel-filter");
   var dataset = document.getElementById("dataset-filter");
   function filter() {
@@ -615,7 +764,7 @@ modes). <span class="badge official">official</span> rows use a known official j
 <label>Dataset <select id="dataset-filter"><option value="">all</option>{datasets}</select></label>
 </div>
 <div class="table-wrap">
-<table id="board">
+<table id="board" class="sortable">
 <caption class="visually-hidden">Submissions; click a column header to sort</caption>
 <thead>
 <tr><th scope="col" rowspan="2">Model</th>{head_modes}
@@ -630,6 +779,14 @@ modes). <span class="badge official">official</span> rows use a known official j
 </table>
 </div>
 <section class="plots" aria-label="Scores per criterion">{plots}</section>
+<section aria-labelledby="judges-title">
+<h2 id="judges-title">Judges</h2>
+<p>How far each judge panel can be trusted: <code>finreflect-eval audit-judges</code> runs a
+panel on gold labels and on controlled perturbations (triple order, paragraph order, longer
+wording, planted unsupported triples, world knowledge absent from the text). Every number was
+recomputed from the submitted verdicts.</p>
+{judges}
+</section>
 </main>
 <script>{script}</script>
 </body>

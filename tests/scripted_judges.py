@@ -39,3 +39,46 @@ def rejects_all(request):
 
 def broken(request):
     return "not json"
+
+
+_GOLD = {}
+
+
+def _gold():
+    """Gold labels of the bundled sample, keyed as a judge prompt shows the items."""
+    if not _GOLD:
+        from finreflect_eval.data import load_benchmark
+
+        sample = load_benchmark("sample", split="test")
+        spans = {span.span_id: span for span in sample.spans}
+        for j in sample.judgments:
+            span = spans[j.span_id]
+            if j.criterion == "comprehensiveness":
+                _GOLD[frozenset(span.text.split("\n\n"))] = j.label
+            else:
+                t = j.triple
+                line = f"{t.subject}, {t.subject_type}, {t.relation}, {t.object}, {t.object_type}"
+                _GOLD[(span.ticker, j.criterion, line)] = int(j.label)
+    return _GOLD
+
+
+def gold_labels(request):
+    """Answers with the gold label of each item (0 for anything not in the gold set)."""
+    import re
+
+    from finreflect_eval.audit import VERBOSE_SUFFIX
+
+    user = request.messages[-1]["content"]
+    criterion = re.search(r"Criterion: ([A-Z]+)\.", user).group(1).lower()
+    ticker = re.search(r"Company ticker: (\S+)", user).group(1)
+    text = user.split("Text:\n", 1)[1].split("\n\nCriterion:", 1)[0]
+    listed = user.split("Now judge the chunk above.\nTriples:\n", 1)[1]
+    numbered = re.findall(r"^\d+\. \((.*)\)$", listed, re.M)
+    lines = [line.replace(VERBOSE_SUFFIX, "") for line in numbered]
+    gold = _gold()
+    if "verdicts" in request.schema["properties"]:
+        items = [{"verdict": gold.get((ticker, criterion, line), 0), "reasoning": "gold",
+                  "warning": ""} for line in lines]  # fmt: skip
+        return json.dumps({"verdicts": items})
+    level = gold.get(frozenset(text.split("\n\n")), "poor")
+    return json.dumps({"verdict": level, "reasoning": "gold", "warning": ""})

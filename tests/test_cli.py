@@ -110,14 +110,6 @@ def test_hub_dataset_offline_says_what_to_use(cli):
     assert "--dataset sample" in result.stderr and result.stderr.count("\n") == 1
 
 
-@pytest.mark.parametrize(
-    "command", [["audit-judges"]]
-)  # fmt: skip
-def test_commands_not_built_yet_say_so(cli, command):
-    result = cli(*command)
-    assert result.returncode == 1 and "not built yet" in result.stderr
-
-
 def test_help_everywhere(cli):
     for command in (["--help"], ["dataset", "--help"], ["dataset", "build", "--help"]):
         result = cli(*command)

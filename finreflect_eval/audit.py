@@ -1,0 +1,383 @@
+"""Judge reliability (`audit-judges`): agreement of each judge and of the panel majority with gold
+labels, and bias probes that measure what the judge prompts only ask for.
+
+Cases are judge calls: a span, a criterion and a list of items (triples, or the span's triple set
+for comprehensiveness). Gold cases come from the dataset's `judgments`; each probe derives cases
+from them deterministically (seeded):
+
+- position: the triple list reversed and shuffled; span_order: the span's paragraphs permuted;
+  verbosity: every object restated at greater length, same meaning. Reported as the share of a
+  judge's verdicts that differ from its verdict on the same item in the gold case (flip rate).
+- leniency: unsupported triples planted about the filer; world_knowledge: triples true in the
+  world but absent from the span. Both must get 0 on faithfulness; the flip rate is the share
+  accepted (false accepts).
+
+Rates come with a 95% Wilson interval. The audit file keeps every case and verdict, so its
+report can be recomputed (and is, when it is submitted to the leaderboard).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel
+
+from finreflect_eval import __version__
+from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, Benchmark, markdown_table
+from finreflect_eval.errors import FinReflectError, load_yaml
+from finreflect_eval.judging import Panel, each_judge, judge_request, votes_of
+from finreflect_eval.metrics import Item, aggregate, krippendorff_alpha
+from finreflect_eval.resources import tasks_dir
+from finreflect_eval.samples import Label
+from finreflect_eval.schema import Triple
+from finreflect_eval.tasks import Task
+
+FORMAT = "finreflect-eval-judge-audit/1"
+PROBES = ("position", "span_order", "verbosity", "leniency", "world_knowledge")
+PLANTED = ("leniency", "world_knowledge")  # probes whose items must all get 0
+VERBOSE_SUFFIX = " (as stated in this filing)"
+PANEL_ROW = "panel (majority)"
+
+
+class ProbeSpan(BaseModel):
+    """What a judge prompt shows of a span."""
+
+    span_id: str
+    ticker: str
+    section: str
+    text: str
+
+
+class Case(BaseModel):
+    """One judge call and what its verdicts are compared with."""
+
+    probe: str  # "gold", or the probe that made it
+    criterion: str
+    span: ProbeSpan
+    triples: list[Triple]
+    keys: list[str]  # per item: the gold item it restates (triple_id; span_id for C) or a new id
+    expected: list[Label | None]  # the gold label per item (0 for planted triples)
+
+
+# --- cases ---
+
+
+def gold_cases(benchmark: Benchmark) -> list[Case]:
+    """One case per (span, criterion) with gold labels; comprehensiveness judges the span's
+    reference triples (that is what its gold label is about)."""
+    spans = {span.span_id: span for span in benchmark.spans}
+    references = benchmark.triples_by_span()
+    grouped: dict[tuple[str, str], list[Any]] = {}
+    for judgment in benchmark.judgments:
+        if judgment.span_id in spans:
+            grouped.setdefault((judgment.span_id, judgment.criterion), []).append(judgment)
+    cases = []
+    for (span_id, criterion), judgments in sorted(
+        grouped.items(), key=lambda kv: (kv[0][0], CRITERIA.index(kv[0][1]))
+    ):
+        span = spans[span_id]
+        view = ProbeSpan(span_id=span_id, ticker=span.ticker, section=span.section, text=span.text)
+        if criterion in TRIPLE_CRITERIA:
+            judgments = sorted(judgments, key=lambda j: j.triple_id)
+            cases.append(Case(probe="gold", criterion=criterion, span=view,
+                              triples=[j.triple for j in judgments],
+                              keys=[j.triple_id for j in judgments],
+                              expected=[int(j.label) for j in judgments]))  # fmt: skip
+        elif references.get(span_id):
+            cases.append(Case(probe="gold", criterion=criterion, span=view,
+                              triples=[t.triple for t in references[span_id]],
+                              keys=[span_id], expected=[judgments[0].label]))  # fmt: skip
+    return cases
+
+
+def probe_cases(gold: Sequence[Case], probes: Sequence[str], seed: int) -> list[Case]:
+    """The probe cases derived from the gold cases, the same for the same seed."""
+    material = load_yaml(tasks_dir() / "judges" / "probes" / "probes.yaml", "probe material")
+    rng = random.Random(seed)
+    cases: list[Case] = []
+    for case in gold:
+        per_triple = case.criterion in TRIPLE_CRITERIA
+        if "position" in probes and len(case.triples) > 1:
+            order = list(range(len(case.triples)))
+            shuffled = order[:]
+            while shuffled in (order, order[::-1]) and len(order) > 2:
+                rng.shuffle(shuffled)
+            for permutation in (order[::-1], shuffled if len(order) > 2 else None):
+                if permutation:
+                    cases.append(_permuted(case, permutation, per_triple))
+        if "span_order" in probes:
+            paragraphs = case.span.text.split("\n\n")
+            if len(paragraphs) > 1:
+                moved = paragraphs[1:] + paragraphs[:1]  # a rotation: every paragraph moves
+                span = case.span.model_copy(update={"text": "\n\n".join(moved)})
+                cases.append(case.model_copy(update={"probe": "span_order", "span": span}))
+        if "verbosity" in probes:
+            longer = [t.model_copy(update={"object": t.object + VERBOSE_SUFFIX})
+                      for t in case.triples]  # fmt: skip
+            cases.append(case.model_copy(update={"probe": "verbosity", "triples": longer}))
+    spans = {case.span.span_id: case.span for case in gold}
+    for span in spans.values():
+        text = span.text.lower()
+        absent = {relation: [o for o in spec["objects"] if o.lower() not in text] or [""]
+                  for relation, spec in material["leniency"].items()}  # fmt: skip
+        planted = {
+            "leniency": [
+                (relation, rng.choice(absent[relation]), spec["type"])
+                for relation, spec in material["leniency"].items()
+            ],
+            "world_knowledge": [
+                tuple(fact) for fact in material["world_knowledge"].get(span.ticker, [])
+                if str(fact[1]).lower() not in text
+            ],
+        }  # fmt: skip
+        for probe in PLANTED:
+            triples = [
+                Triple(subject=span.ticker, subject_type="ORG", relation=r, object=o, object_type=t)
+                for r, o, t in planted[probe]
+                if o
+            ]
+            if probe in probes and triples:
+                cases.append(Case(probe=probe, criterion="faithfulness", span=span,
+                                  triples=triples,
+                                  keys=[f"{probe}:{span.span_id}:{i}" for i in range(len(triples))],
+                                  expected=[0] * len(triples)))  # fmt: skip
+    return cases
+
+
+def _permuted(case: Case, order: list[int], per_triple: bool) -> Case:
+    return case.model_copy(
+        update={
+            "probe": "position",
+            "triples": [case.triples[i] for i in order],
+            "keys": [case.keys[i] for i in order] if per_triple else case.keys,
+            "expected": [case.expected[i] for i in order] if per_triple else case.expected,
+        }
+    )
+
+
+# --- running ---
+
+
+def run_audit(
+    panel: Panel,
+    task: Task,
+    benchmark: Benchmark,
+    *,
+    probes: Sequence[str] = PROBES,
+    seed: int = 1234,
+    limit: int | None = None,
+    cache_path: Path | None = None,
+) -> dict[str, Any]:
+    """Judge every case with every judge; returns the audit (cases, verdicts, report)."""
+    unknown = sorted(set(probes) - set(PROBES))
+    if unknown:
+        raise FinReflectError(f"unknown probe '{unknown[0]}'; known: {', '.join(PROBES)}")
+    gold = gold_cases(benchmark)
+    if not gold:
+        raise FinReflectError(f"dataset {benchmark.dataset} has no gold judgments to audit with")
+    cases = gold + probe_cases(gold, probes, seed)
+    verdicts: dict[str, list[list[Label | None]]] = {}
+    calls: dict[str, dict[str, float]] = {}
+    for spec, lm in each_judge(panel, cache_path):
+        started = time.perf_counter()
+        generation = panel.generation(spec)
+        requests = [
+            judge_request(task, case.criterion, case.span, case.triples, spec, generation)
+            for case in cases
+        ]
+        results = lm.generate(requests, desc=f"audit {spec.name}")
+        verdicts[spec.name] = [
+            [vote.verdict for vote in votes_of(case.criterion, len(case.triples), result)]
+            for case, result in zip(cases, results, strict=True)
+        ]
+        calls[spec.name] = {
+            "n_calls": len(results),
+            "failed_calls": sum(not r.ok for r in results),
+            "seconds": round(time.perf_counter() - started, 3),
+            "prompt_tokens": sum(r.prompt_tokens for r in results),
+            "completion_tokens": sum(r.completion_tokens for r in results),
+        }
+    audit = {
+        "format": FORMAT,
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S"),
+        "panel": {"panel": panel.panel, "official": panel.official,
+                  "members": [j.model_dump() for j in panel.judges]},
+        "task": {"name": task.name, "hash": task.hash},
+        "dataset": {"id": benchmark.dataset, "split": benchmark.split,
+                    "revision": benchmark.revision, "fingerprint": benchmark.fingerprint,
+                    "limit": limit},
+        "probes": list(probes),
+        "seed": seed,
+        "finreflect_eval_version": __version__,
+        "cases": [case.model_dump(mode="json") for case in cases],
+        "verdicts": verdicts,
+        "calls": calls,
+    }  # fmt: skip
+    audit["report"] = compute_report(audit)
+    return audit
+
+
+# --- the report: a pure function of cases, verdicts and call counts ---
+
+
+def cohen_kappa(pairs: Sequence[tuple[Label, Label]]) -> float | None:
+    """Cohen's κ of (judge, gold) label pairs; None when undefined (no pairs, or chance
+    agreement is 1, i.e. both sides always give the same single label)."""
+    n = len(pairs)
+    if not n:
+        return None
+    observed = sum(a == b for a, b in pairs) / n
+    labels = {label for pair in pairs for label in pair}
+    expected = sum(
+        (sum(a == label for a, _ in pairs) / n) * (sum(b == label for _, b in pairs) / n)
+        for label in labels
+    )
+    if expected >= 1:
+        return None
+    return (observed - expected) / (1 - expected)
+
+
+def wilson_interval(successes: int, n: int, z: float = 1.959964) -> list[float] | None:
+    """95% Wilson score interval of a proportion."""
+    if n == 0:
+        return None
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return [max(0.0, centre - half), min(1.0, centre + half)]
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _rate(hits: int, n: int) -> dict[str, Any]:
+    interval = wilson_interval(hits, n)
+    return {
+        "rate": _round(hits / n) if n else None,
+        "ci": interval and [_round(v) for v in interval],
+        "n": n,
+    }
+
+
+def compute_report(audit: dict[str, Any]) -> dict[str, Any]:
+    cases = [Case.model_validate(case) for case in audit["cases"]]
+    judges = list(audit["verdicts"])
+    # The panel majority is one more "judge" for every measure.
+    rows = dict(audit["verdicts"])
+    rows[PANEL_ROW] = [
+        [aggregate({j: audit["verdicts"][j][c][i] for j in judges}).label
+         for i in range(len(case.keys))]
+        for c, case in enumerate(cases)
+    ]  # fmt: skip
+    base = {(case.criterion, case.span.span_id, key): (c, i)
+            for c, case in enumerate(cases) if case.probe == "gold"
+            for i, key in enumerate(case.keys)}  # fmt: skip
+    report: dict[str, Any] = {"judges": {}}
+    for name, verdicts in rows.items():
+        criteria = {}
+        for criterion in CRITERIA:
+            pairs, failures = [], 0
+            for c, case in enumerate(cases):
+                if case.probe != "gold" or case.criterion != criterion:
+                    continue
+                for verdict, gold in zip(verdicts[c], case.expected, strict=True):
+                    if verdict is None:
+                        failures += 1
+                    elif gold is not None:
+                        pairs.append((verdict, gold))
+            entry: dict[str, Any] = {
+                "n": len(pairs) + failures,
+                "accuracy": _round(sum(a == b for a, b in pairs) / len(pairs)) if pairs else None,
+                "kappa": _round(cohen_kappa(pairs)),
+                "failures": failures,
+            }
+            if criterion in TRIPLE_CRITERIA:
+                flawed = [a for a, b in pairs if b == 0]
+                good = [a for a, b in pairs if b == 1]
+                entry["false_accept"] = _rate(sum(a == 1 for a in flawed), len(flawed))
+                entry["false_reject"] = _rate(sum(a == 0 for a in good), len(good))
+            criteria[criterion] = entry
+        probes = {}
+        for probe in audit["probes"]:
+            flips = n = 0
+            for c, case in enumerate(cases):
+                if case.probe != probe:
+                    continue
+                for i, key in enumerate(case.keys):
+                    verdict = verdicts[c][i]
+                    if probe in PLANTED:
+                        reference = 0
+                    else:
+                        where = base.get((case.criterion, case.span.span_id, key))
+                        reference = None if where is None else verdicts[where[0]][where[1]]
+                    if verdict is None or reference is None:
+                        continue
+                    n += 1
+                    flips += verdict != reference
+            probes[probe] = _rate(flips, n)
+        report["judges"][name] = {"criteria": criteria, "probes": probes}
+        stats = audit["calls"].get(name)
+        if stats:
+            per_call = max(stats["n_calls"], 1)
+            report["judges"][name]["calls"] = {
+                "failure_rate": _round(stats["failed_calls"] / per_call),
+                "seconds_per_judgment": _round(stats["seconds"] / per_call),
+                "tokens_per_judgment": _round(
+                    (stats["prompt_tokens"] + stats["completion_tokens"]) / per_call
+                ),
+            }
+    report["agreement"] = {
+        criterion: krippendorff_alpha(
+            [Item(case.span.span_id, criterion, i, {j: audit["verdicts"][j][c][i] for j in judges})
+             for c, case in enumerate(cases) if case.probe == "gold" and case.criterion == criterion
+             for i in range(len(case.keys))],
+            judges,
+        )
+        for criterion in CRITERIA
+    }  # fmt: skip
+    return report
+
+
+def _percent(value: float | None) -> str:
+    return "—" if value is None else f"{100 * value:.0f}%"
+
+
+def audit_table(audit: dict[str, Any]) -> str:
+    """Rows: each judge and the panel majority; columns: accuracy and κ per criterion, flip rate
+    per probe, and α within the panel (panel row)."""
+    report = audit["report"]
+    short = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
+    header = ["judge"]
+    for s in short.values():
+        header += [f"acc {s}", f"κ {s}"]
+    header += [f"flip {p}" for p in audit["probes"]] + ["α F/P/R/C"]
+    rows = []
+    for name, entry in report["judges"].items():
+        row = [name]
+        for criterion in short:
+            values = entry["criteria"][criterion]
+            kappa = values["kappa"]
+            row += [_percent(values["accuracy"]), "—" if kappa is None else f"{kappa:.2f}"]
+        row += [_percent(entry["probes"][p]["rate"]) for p in audit["probes"]]
+        alphas = "/".join("—" if a["alpha"] is None else f"{a['alpha']:.2f}"
+                          for a in report["agreement"].values())  # fmt: skip
+        row.append(alphas if name == PANEL_ROW else "")
+        rows.append(row)
+    note = "" if audit["panel"]["official"] else " (not an official panel)"
+    return f"\njudge audit: panel {audit['panel']['panel']}{note}\n" + markdown_table(header, rows)
+
+
+def write_audit(audit: dict[str, Any], output_path: Path) -> Path:
+    output_path.mkdir(parents=True, exist_ok=True)
+    path = output_path / f"judge_audit_{audit['date']}.json"
+    path.write_text(json.dumps(audit, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    (output_path / f"judge_audit_{audit['date']}.md").write_text(audit_table(audit) + "\n")
+    return path
