@@ -609,7 +609,7 @@ def _judges_table(rows: list[dict[str, Any]]) -> str:
     keys = [key for key in rows[0] if "." in key]
     header = "".join(
         f'<th scope="col" aria-sort="none"><button type="button" data-key="{e(k)}">'
-        f"{e(k.replace('.', ' ').replace('_', ' '))}</button></th>"
+        f"{e(_judge_column(k))}</button></th>"
         for k in keys
     )
     body = []
@@ -632,6 +632,12 @@ def _judges_table(rows: list[dict[str, Any]]) -> str:
         '<th scope="col">Dataset</th><th scope="col">Date</th></tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+
+
+def _judge_column(key: str) -> str:
+    kind, _, name = key.partition(".")
+    prefix = {"accuracy": "acc", "kappa": "κ", "alpha": "α", "flip": "flip"}[kind]
+    return f"{prefix} {name.replace('_', ' ')}"
 
 
 def _cell(key: str, value: float | None, text: str) -> str:
@@ -691,6 +697,7 @@ th button:focus-visible{outline:2px solid #1d4ed8}
 th[aria-sort=ascending] button::after{content:" ▲"}
 th[aria-sort=descending] button::after{content:" ▼"}
 small{color:#555;margin-left:.25rem}
+caption{text-align:left;padding:.4rem;font-size:.85rem}
 .visually-hidden{position:absolute;width:1px;height:1px;overflow:hidden;clip:rect(0 0 0 0)}
 .badge{font-size:.7rem;padding:.05rem .35rem;border-radius:.6rem;margin-left:.3rem}
 .official{background:#dcfce7;color:#14532d}.community{background:#fef3c7;color:#78350f}

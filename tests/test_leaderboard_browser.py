@@ -12,10 +12,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+from test_audit import audit_with
 from test_judging import panel_file
 from test_leaderboard import make_run
 
-from finreflect_eval.leaderboard import build, submit
+from finreflect_eval.audit import write_audit
+from finreflect_eval.leaderboard import submit
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 REQUIRED = os.environ.get("FINREFLECT_BROWSER_TEST") == "required"
@@ -57,7 +59,8 @@ def test_page_loads_sorts_and_fits_a_phone(tmp_path):
     board = tmp_path / "board"
     for results in runs:
         submit(results, board)
-    build(board)
+    audit = audit_with(tmp_path, "accepts_all", limit=2)  # fills the Judges view
+    submit(write_audit(audit, tmp_path / "audit"), board)
     screenshot = Path(os.environ.get("FINREFLECT_SCREENSHOT", tmp_path / "leaderboard.png"))
 
     errors = []
@@ -83,16 +86,23 @@ def test_page_loads_sorts_and_fits_a_phone(tmp_path):
 
         key = "overall"
         before = column(key)
-        page.click(f'button[data-key="{key}"]')
+        page.click(f'#board button[data-key="{key}"]')
         assert ordered(column(key), descending=True)
-        header = page.locator(f'th:has(button[data-key="{key}"])')
+        header = page.locator(f'#board th:has(button[data-key="{key}"])')
         assert header.get_attribute("aria-sort") == "descending"
-        page.click(f'button[data-key="{key}"]')
+        page.click(f'#board button[data-key="{key}"]')
         after = column(key)
         assert ordered(after, descending=False)
         assert header.get_attribute("aria-sort") == "ascending"
         if len(set(before)) > 1:
             assert after != before  # the rows really moved
+        judges = page.locator("#judges tbody tr")
+        assert judges.count() == 2  # the judge and the panel majority
+        page.click('#judges button[data-key="accuracy.F"]')
+        assert (
+            page.locator('#judges th:has(button[data-key="accuracy.F"])').get_attribute("aria-sort")
+            == "descending"
+        )
         page.evaluate("document.querySelector('.table-wrap').scrollLeft = 0")
         page.screenshot(path=str(screenshot), full_page=True)
 
