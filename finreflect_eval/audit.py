@@ -5,7 +5,7 @@ Cases are judge calls: a span, a criterion and a list of items (triples, or the 
 for comprehensiveness). Gold cases come from the dataset's `judgments`; each probe derives cases
 from them deterministically (seeded):
 
-- position: the triple list reversed and shuffled; span_order: the span's paragraphs permuted;
+- position: the triple list shuffled (seeded); span_order: the span's paragraphs rotated;
   verbosity: every object restated at greater length, same meaning. Reported as the share of a
   judge's verdicts that differ from its verdict on the same item in the gold case (flip rate).
 - leniency: unsupported triples planted about the filer; world_knowledge: triples true in the
@@ -23,7 +23,6 @@ import math
 import random
 import time
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -33,8 +32,8 @@ from finreflect_eval import __version__
 from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, Benchmark, markdown_table
 from finreflect_eval.errors import FinReflectError, load_yaml
 from finreflect_eval.judging import Panel, each_judge, judge_request, votes_of
-from finreflect_eval.metrics import Item, aggregate, krippendorff_alpha
-from finreflect_eval.resources import tasks_dir
+from finreflect_eval.metrics import LETTERS, Item, aggregate, krippendorff_alpha
+from finreflect_eval.resources import tasks_dir, timestamp, write_atomic
 from finreflect_eval.samples import Label
 from finreflect_eval.schema import Triple
 from finreflect_eval.tasks import Task
@@ -100,18 +99,22 @@ def gold_cases(benchmark: Benchmark) -> list[Case]:
 def probe_cases(gold: Sequence[Case], probes: Sequence[str], seed: int) -> list[Case]:
     """The probe cases derived from the gold cases, the same for the same seed."""
     material = load_yaml(tasks_dir() / "judges" / "probes" / "probes.yaml", "probe material")
-    rng = random.Random(seed)
+
+    # One generator per probe and span: a probe's items do not depend on the other probes chosen.
+    def rng(probe: str, span_id: str) -> random.Random:
+        return random.Random(f"{seed}:{probe}:{span_id}")
+
     cases: list[Case] = []
     for case in gold:
         per_triple = case.criterion in TRIPLE_CRITERIA
         if "position" in probes and len(case.triples) > 1:
+            # One seeded shuffle that moves the list (for two triples: the reversal).
             order = list(range(len(case.triples)))
-            shuffled = order[:]
-            while shuffled in (order, order[::-1]) and len(order) > 2:
-                rng.shuffle(shuffled)
-            for permutation in (order[::-1], shuffled if len(order) > 2 else None):
-                if permutation:
-                    cases.append(_permuted(case, permutation, per_triple))
+            shuffled = order[::-1]
+            shuffler = rng(f"position:{case.criterion}", case.span.span_id)
+            while len(order) > 2 and shuffled in (order, order[::-1]):
+                shuffler.shuffle(shuffled)
+            cases.append(_permuted(case, shuffled, per_triple))
         if "span_order" in probes:
             paragraphs = case.span.text.split("\n\n")
             if len(paragraphs) > 1:
@@ -129,7 +132,7 @@ def probe_cases(gold: Sequence[Case], probes: Sequence[str], seed: int) -> list[
                   for relation, spec in material["leniency"].items()}  # fmt: skip
         planted = {
             "leniency": [
-                (relation, rng.choice(absent[relation]), spec["type"])
+                (relation, rng("leniency", span.span_id).choice(absent[relation]), spec["type"])
                 for relation, spec in material["leniency"].items()
             ],
             "world_knowledge": [
@@ -179,6 +182,8 @@ def run_audit(
     unknown = sorted(set(probes) - set(PROBES))
     if unknown:
         raise FinReflectError(f"unknown probe '{unknown[0]}'; known: {', '.join(PROBES)}")
+    if not task.config.judge_prompts:
+        raise FinReflectError(f"{task.path}: field 'judge_prompts': the task has none")
     gold = gold_cases(benchmark)
     if not gold:
         raise FinReflectError(f"dataset {benchmark.dataset} has no gold judgments to audit with")
@@ -206,7 +211,7 @@ def run_audit(
         }
     audit = {
         "format": FORMAT,
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S"),
+        "date": timestamp(),
         "panel": {"panel": panel.panel, "official": panel.official,
                   "members": [j.model_dump() for j in panel.judges]},
         "task": {"name": task.name, "hash": task.hash},
@@ -354,7 +359,7 @@ def audit_table(audit: dict[str, Any]) -> str:
     """Rows: each judge and the panel majority; columns: accuracy and κ per criterion, flip rate
     per probe, and α within the panel (panel row)."""
     report = audit["report"]
-    short = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
+    short = LETTERS
     header = ["judge"]
     for s in short.values():
         header += [f"acc {s}", f"κ {s}"]
@@ -378,6 +383,6 @@ def audit_table(audit: dict[str, Any]) -> str:
 def write_audit(audit: dict[str, Any], output_path: Path) -> Path:
     output_path.mkdir(parents=True, exist_ok=True)
     path = output_path / f"judge_audit_{audit['date']}.json"
-    path.write_text(json.dumps(audit, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    (output_path / f"judge_audit_{audit['date']}.md").write_text(audit_table(audit) + "\n")
+    write_atomic(path, json.dumps(audit, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(output_path / f"judge_audit_{audit['date']}.md", audit_table(audit) + "\n")
     return path

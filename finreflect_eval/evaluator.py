@@ -8,12 +8,12 @@ any separate multi-pass normaliser in turn; write `samples_<task>_<date>.jsonl` 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import logging
 import subprocess
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from finreflect_eval.data import TRIPLE_CRITERIA, Benchmark, load_benchmark, mar
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import TaskRun
 from finreflect_eval.models import ModelSpec, load_model
-from finreflect_eval.resources import PACKAGE_DIR
+from finreflect_eval.resources import PACKAGE_DIR, spreadsheet_safe, timestamp, write_atomic
 from finreflect_eval.samples import SampleRecord, SavedRun
 from finreflect_eval.tasks import TaskIndex
 
@@ -141,7 +141,7 @@ def write_extraction(
 ) -> Path:
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
-    date = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    date = timestamp()
     samples = {}
     for run in runs:
         path = out / f"samples_{run.task.name}_{date}.jsonl"
@@ -177,7 +177,7 @@ def write_extraction(
         "total_seconds": round(total, 3),
     }
     path = out / f"manifest_{date}.json"
-    path.write_text(json.dumps(manifest, indent=2) + "\n")
+    write_atomic(path, json.dumps(manifest, indent=2) + "\n")
     print(summary_table(runs, seconds))
     return path
 
@@ -264,9 +264,9 @@ def score(samples: Path | SavedRun) -> dict[str, Any]:
     run = samples if isinstance(samples, SavedRun) else SavedRun.load(samples)
     results = compute_results(run)
     path = run.folder / f"results_{run.date}.json"
-    path.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     for task, records in run.records.items():
-        write_review_queue(run.folder / f"review_{task}", records)
+        write_review_queue(run.folder / f"review_{task}", records, judges=_judges_of(run))
     print(results_table(results))
     print(f"results, samples and review queues in {run.folder}")
     return results
@@ -281,12 +281,12 @@ def compute_results(run: SavedRun) -> dict[str, Any]:
             f"{run.folder}: the samples have no votes yet; run `finreflect-eval judge --samples "
             f"{run.folder} --judges PANEL` first"
         )
-    judges = [spec["name"] for spec in judged["judges"]]
-    seed = manifest.get("seed") or DEFAULT_BOOTSTRAP_SEED
+    judges = _judges_of(run)
+    seed = DEFAULT_BOOTSTRAP_SEED if manifest.get("seed") is None else manifest["seed"]
     results, agreement, per_judge = {}, {}, {}
     for task, records in run.records.items():
         info = manifest["tasks"][task]
-        criteria = metrics.score_items(metrics.items_of(records), judges, seed=seed)
+        criteria = metrics.score_items(metrics.items_of(records, judges), judges, seed=seed)
         entry: dict[str, Any] = {"alias": task, "mode": info["mode"]}
         for criterion, scores in criteria.items():
             entry[criterion] = scores["score"]
@@ -354,6 +354,10 @@ def compute_results(run: SavedRun) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def _judges_of(run: SavedRun) -> list[str]:
+    return [spec["name"] for spec in run.manifest["judging"]["judges"]]
+
+
 def _tokens(calls: Any) -> dict[str, int]:
     calls = list(calls)
     return {
@@ -362,12 +366,12 @@ def _tokens(calls: Any) -> dict[str, int]:
     }
 
 
-def write_review_queue(stem: Path, records: list[SampleRecord]) -> int:
+def write_review_queue(stem: Path, records: list[SampleRecord], judges: list[str]) -> int:
     """Items the panel split on, could not score, or had no majority for, with each judge's
     verdict, reasoning and warning: `<stem>.jsonl` and `<stem>.csv`. Returns the row count."""
     rows = []
     for record in records:
-        for item in metrics.items_of([record]):
+        for item in metrics.items_of([record], judges):
             outcome = metrics.aggregate(item.votes)
             reasons = [name for name, flagged in (("split", outcome.split),
                        ("unscored", not outcome.scored), ("no majority", outcome.no_majority))
@@ -386,24 +390,27 @@ def write_review_queue(stem: Path, records: list[SampleRecord]) -> int:
                 "triple": list(triple) if triple else None,
                 "label": outcome.label,
                 "reason": ", ".join(reasons),
-                "votes": {judge: v[item.index].model_dump() for judge, v in votes.items()},
+                "votes": {judge: votes[judge][item.index].model_dump() for judge in judges},
                 "span_text": record.text,
             })  # fmt: skip
-    with stem.with_suffix(".jsonl").open("w", encoding="utf-8") as file:
-        for row in rows:
-            file.write(json.dumps(row, ensure_ascii=False) + "\n")
-    judges = sorted({judge for row in rows for judge in row["votes"]})
+    write_atomic(
+        stem.with_suffix(".jsonl"),
+        "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+    )
+    fields = ("verdict", "reasoning", "warning")
     columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
-    columns += [f"{j}_{key}" for j in judges for key in ("verdict", "reasoning", "warning")]
-    with stem.with_suffix(".csv").open("w", encoding="utf-8", newline="") as file:
-        writer = csv.DictWriter(file, [*columns, "span_text"])
-        writer.writeheader()
-        for row in rows:
-            flat = {key: row[key] for key in columns[:7]}
-            flat["triple"] = " | ".join(row["triple"]) if row["triple"] else ""
-            for judge, vote in row["votes"].items():
-                flat.update({f"{judge}_{key}": value for key, value in vote.items()})
-            writer.writerow({**flat, "span_text": row["span_text"]})
+    columns += [f"{j}_{key}" for j in judges for key in fields]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, [*columns, "span_text"])
+    writer.writeheader()
+    for row in rows:
+        flat = {key: row[key] for key in columns[:7]}
+        flat["triple"] = " | ".join(row["triple"]) if row["triple"] else ""
+        for judge, vote in row["votes"].items():
+            flat.update({f"{judge}_{key}": vote[key] for key in fields})
+        flat["span_text"] = row["span_text"]
+        writer.writerow({key: spreadsheet_safe(value) for key, value in flat.items()})
+    write_atomic(stem.with_suffix(".csv"), buffer.getvalue())
     return len(rows)
 
 
@@ -415,7 +422,7 @@ def _with_ci(value: float | None, ci: list[float] | None) -> str:
 
 def results_table(results: dict[str, Any]) -> str:
     """The Markdown summary of a results file: one row per task (extraction mode)."""
-    short = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
+    short = metrics.LETTERS
     rows = []
     for task, entry in results["results"].items():
         alphas = "/".join(

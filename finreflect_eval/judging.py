@@ -34,7 +34,7 @@ from finreflect_eval.tasks import GenerationKwargs, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
-REASONING_CHARS = 120  # about 15 words: the prompt asks for at most 15
+REASONING_CHARS = 160  # room for the 15 words the prompt asks for
 WARNING_CHARS = 60
 
 
@@ -88,7 +88,7 @@ class Panel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    panel: str
+    panel: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     official: bool = False
     description: str = ""
     generation_kwargs: GenerationKwargs = GenerationKwargs()
@@ -184,7 +184,9 @@ def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[V
 
 
 # A span without triples covers none of its facts: "poor" by the decision rule, without a call.
-NO_TRIPLES_VOTE = Vote(verdict="poor", reasoning="No triples were extracted.", warning="no triples")
+NO_TRIPLES_VOTE = Vote(
+    verdict="poor", reasoning="No triples were extracted.", warning="no triples", synthetic=True
+)
 
 
 def each_judge(panel: Panel, cache_path: Path | None) -> Iterator[tuple[JudgeSpec, LM]]:
@@ -221,6 +223,9 @@ def judge(
         if task.hash != info["hash"]:
             logger.warning("task %s changed since extraction (hash %s, was %s)", name,
                            task.hash, info["hash"])  # fmt: skip
+    earlier = run.manifest.get("judging", {}).get("panel")
+    if earlier and earlier != panel.panel:
+        logger.warning("replacing the votes of panel '%s' with those of '%s'", earlier, panel.panel)
     records = [record for name in tasks for record in run.records[name]]
     for record in records:
         record.votes = {criterion: {} for criterion in CRITERIA}

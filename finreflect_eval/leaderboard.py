@@ -24,15 +24,16 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.audit import FORMAT as AUDIT_FORMAT
 from finreflect_eval.audit import PANEL_ROW, Case, compute_report
-from finreflect_eval.data import CRITERIA, load_benchmark
-from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, load_benchmark
+from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.judging import available_panels, load_panel
+from finreflect_eval.metrics import LETTERS
+from finreflect_eval.resources import spreadsheet_safe, write_atomic
 from finreflect_eval.samples import SampleRecord, SavedRun
 from finreflect_eval.tasks import TaskIndex
 
 FORMAT = "finreflect-eval-submission/1"
 MODES = ("single_pass", "multi_pass", "reflection")
-SHORT = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
 UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 RUN_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}$")
 
@@ -92,6 +93,11 @@ class _Audit(BaseModel):
     date: str = Field(pattern=RUN_DATE.pattern)
     panel: dict[str, Any]
     task: dict[str, str]
+
+    def model_post_init(self, _context: Any) -> None:
+        if not re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", str(self.panel.get("panel"))):
+            raise ValueError("panel.panel must be a plain name (letters, digits, . _ -)")
+
     dataset: dict[str, Any]
     probes: list[str]
     seed: int
@@ -126,8 +132,7 @@ class Submission:
 
     @property
     def run_id(self) -> str:
-        digest = hashlib.sha256(json.dumps(self.bundle, sort_keys=True).encode()).hexdigest()
-        return f"{self.results['date']}_{digest[:8]}"
+        return _run_id(self.bundle, self.results["date"])
 
     def duplicate_key(self) -> tuple:
         config, results = self.results["config"], self.results
@@ -157,8 +162,7 @@ class AuditEntry:
 
     @property
     def run_id(self) -> str:
-        digest = hashlib.sha256(json.dumps(self.bundle, sort_keys=True).encode()).hexdigest()
-        return f"{self.bundle['date']}_{digest[:8]}"
+        return _run_id(self.bundle, self.bundle["date"])
 
     def describe(self) -> str:
         return f"an audit of panel '{self.panel}'"
@@ -172,6 +176,12 @@ class AuditEntry:
             audit["seed"],
             audit["task"]["hash"],
         )
+
+
+def _run_id(bundle: dict[str, Any], date: str) -> str:
+    """The date and a digest of the content: two different files never share a name."""
+    digest = hashlib.sha256(json.dumps(bundle, sort_keys=True).encode()).hexdigest()
+    return f"{date}_{digest[:8]}"
 
 
 # --- bundling and verification ---
@@ -202,6 +212,22 @@ def bundle_run(path: Path) -> dict[str, Any]:
     }
 
 
+def _malformed_is_one_line(check: Any) -> Any:
+    """A submission is hostile input: whatever is wrong with it is a one-line refusal, never a
+    traceback (and never a broken `leaderboard build`)."""
+
+    def checked(data: Any, leaderboard: Path) -> Any:
+        try:
+            return check(data, leaderboard)
+        except FinReflectError:
+            raise
+        except Exception as exc:
+            raise FinReflectError(f"refused: malformed submission ({first_line(exc)})") from exc
+
+    return checked
+
+
+@_malformed_is_one_line
 def verify(bundle: dict[str, Any], leaderboard: Path) -> Submission:
     """Every check a submission must pass; the first failure is a one-line error."""
     from finreflect_eval.evaluator import compute_results
@@ -234,10 +260,9 @@ def verify(bundle: dict[str, Any], leaderboard: Path) -> Submission:
     manifest = bundle["manifest"]
     if set(records) != set(manifest.get("tasks", {})) or set(records) != set(results["results"]):
         raise FinReflectError("samples, manifest and results name different tasks")
-    try:
-        recomputed = compute_results(SavedRun(Path("."), manifest, records))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise FinReflectError(f"cannot recompute the scores from the samples: {exc!r}") from exc
+    _check_spans(records, results["dataset"])
+    _check_votes(records, [judge["name"] for judge in manifest["judging"]["judges"]])
+    recomputed = compute_results(SavedRun(Path("."), manifest, records))
     difference = first_difference(results, recomputed)
     if difference:
         raise FinReflectError(f"refused: {difference}")
@@ -263,6 +288,45 @@ def check_model_name(model: Any) -> None:
         )
 
 
+def _check_spans(records: dict[str, list[SampleRecord]], dataset: dict[str, Any]) -> None:
+    """Every task covers the dataset slice's spans, each once (no cherry-picking). The span list
+    of the bundled sample is known here; for a registered dataset, each span must be unique."""
+    expected = None
+    if dataset.get("id") == "sample":
+        benchmark = load_benchmark("sample", split=dataset["split"], limit=dataset.get("limit"))
+        expected = [(span.span_id, span.text) for span in benchmark.spans]
+    for task, rows in records.items():
+        spans = [(record.span_id, record.text) for record in rows]
+        if len({span_id for span_id, _ in spans}) < len(spans):
+            raise FinReflectError(f"refused: task {task} lists a span twice")
+        if expected is not None and spans != expected:
+            raise FinReflectError(
+                f"refused: task {task} does not cover exactly the spans of the dataset slice"
+            )
+
+
+def _check_votes(records: dict[str, list[SampleRecord]], judges: list[str]) -> None:
+    """Each item has one vote from each panel member and nobody else, with a valid label."""
+    for task, rows in records.items():
+        for record in rows:
+            for criterion in CRITERIA:
+                votes = record.votes.get(criterion, {})
+                per_triple = criterion in TRIPLE_CRITERIA
+                n_items = len(record.triples) if per_triple else 1
+                allowed = (0, 1, None) if per_triple else ("good", "partial", "poor", None)
+                if per_triple and not record.triples and not any(votes.values()):
+                    continue  # no triples: nothing to vote on
+                if sorted(votes) != sorted(judges) or any(
+                    len(cast) != n_items or any(v.verdict not in allowed for v in cast)
+                    for cast in votes.values()
+                ):
+                    raise FinReflectError(
+                        f"refused: task {task}, span {record.span_id}, {criterion}: the votes "
+                        "are not one valid vote per item from each panel judge"
+                    )
+
+
+@_malformed_is_one_line
 def verify_audit(audit: dict[str, Any], leaderboard: Path) -> AuditEntry:
     """A submitted judge audit: known task and dataset, well-formed cases and verdicts, and a
     report equal to the one recomputed from them."""
@@ -408,7 +472,7 @@ def submit(
         _open_pull_request(hub_repo, relative.as_posix(), payload, entry.describe())
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_text(payload, encoding="utf-8")
+    write_atomic(target, payload)
     build(leaderboard)
     return target
 
@@ -450,11 +514,11 @@ def rows_of(submissions: list[Submission]) -> list[dict[str, Any]]:
         }  # fmt: skip
         for mode in MODES:
             entry = by_mode.get(mode, {})
-            for criterion, short in SHORT.items():
+            for criterion, short in LETTERS.items():
                 row[f"{mode}.{short}"] = entry.get(criterion)
                 row[f"{mode}.{short}_ci"] = entry.get(f"{criterion}_ci")
         row["overall"] = overall_score(by_mode.values())
-        for criterion, short in SHORT.items():
+        for criterion, short in LETTERS.items():
             alphas = [a[criterion]["alpha"] for a in results["agreement"].values()]
             row[f"alpha.{short}"] = _mean(alphas, digits=4)
         row["triples_per_span"] = _mean([e["triples_per_span"] for e in by_mode.values()])
@@ -497,7 +561,7 @@ def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
                 "dataset": _dataset_label(audit.bundle["dataset"]),
                 "date": audit.bundle["date"][:10],
             }
-            for criterion, short in SHORT.items():
+            for criterion, short in LETTERS.items():
                 values = entry["criteria"][criterion]
                 row[f"accuracy.{short}"] = values["accuracy"]
                 row[f"kappa.{short}"] = values["kappa"]
@@ -518,10 +582,10 @@ def build(leaderboard: Path) -> list[Path]:
     judges = judge_rows(load_entries(leaderboard, "audits"))
     names = ("index.html", "leaderboard.json", "leaderboard.csv", "judges.json")
     paths = [leaderboard / name for name in names]
-    paths[0].write_text(render_html(rows, judges), encoding="utf-8")
-    paths[1].write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    paths[2].write_text(_csv(rows), encoding="utf-8")
-    paths[3].write_text(json.dumps(judges, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    texts = [render_html(rows, judges), json.dumps(rows, indent=2, ensure_ascii=False) + "\n",
+             _csv(rows), json.dumps(judges, indent=2, ensure_ascii=False) + "\n"]  # fmt: skip
+    for path, text in zip(paths, texts, strict=True):
+        write_atomic(path, text)
     return paths
 
 
@@ -531,7 +595,8 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     writer = csv.DictWriter(buffer, columns)
     writer.writeheader()
     for row in rows:
-        writer.writerow({k: json.dumps(v) if isinstance(v, list) else v for k, v in row.items()})
+        writer.writerow({k: json.dumps(v) if isinstance(v, list) else spreadsheet_safe(v)
+                         for k, v in row.items()})  # fmt: skip
     return buffer.getvalue()
 
 
@@ -542,7 +607,8 @@ def _number(value: float | None) -> str:
 def render_html(rows: list[dict[str, Any]], judge_rows_: list[dict[str, Any]]) -> str:
     """The page: every value from a submission goes through `html.escape`."""
     e = html.escape
-    columns = [(f"{mode}.{short}", f"{short}", mode) for mode in MODES for short in SHORT.values()]
+    letters = LETTERS.values()
+    columns = [(f"{mode}.{short}", short, mode) for mode in MODES for short in letters]
     head_modes = "".join(
         f'<th scope="colgroup" colspan="4">{e(mode.replace("_", "-"))}</th>' for mode in MODES
     )
@@ -554,7 +620,7 @@ def render_html(rows: list[dict[str, Any]], judge_rows_: list[dict[str, Any]]) -
     header = "".join(sortable(k, label, f"{label} ({mode})") for k, label, mode in columns)
     header += sortable("overall", "Overall", "mean of F, P, R and C over the modes run")
     header += "".join(sortable(f"alpha.{s}", f"α {s}", f"Krippendorff's α, {s}")
-                      for s in SHORT.values())  # fmt: skip
+                      for s in LETTERS.values())  # fmt: skip
     header += sortable("triples_per_span", "Triples/span", "triples per span")
     header += sortable("check_rules", "CheckRules", "share of triples passing all rules")
 
@@ -572,7 +638,7 @@ def render_html(rows: list[dict[str, Any]], judge_rows_: list[dict[str, Any]]) -
         cells.append(
             _cell("overall", row["overall"], f"<strong>{_number(row['overall'])}</strong>")
         )
-        for short in SHORT.values():
+        for short in LETTERS.values():
             alpha = row[f"alpha.{short}"]
             cells.append(_cell(f"alpha.{short}", alpha, "—" if alpha is None else f"{alpha:.2f}"))
         cells.append(_cell("triples_per_span", row["triples_per_span"],
@@ -587,7 +653,7 @@ def render_html(rows: list[dict[str, Any]], judge_rows_: list[dict[str, Any]]) -
         values = sorted({row[key] for row in rows})
         return "".join(f'<option value="{e(v)}">{e(v)}</option>' for v in values)
 
-    plots = "".join(_plot(rows, criterion, short) for criterion, short in SHORT.items())
+    plots = "".join(_plot(rows, criterion, short) for criterion, short in LETTERS.items())
     return PAGE.format(
         judges=_judges_table(judge_rows_),
         n=len(rows),

@@ -27,6 +27,7 @@ from finreflect_eval.samples import Label, SampleRecord
 from finreflect_eval.schema import summarize_rule_checks
 
 LEVEL_SCORES = {"good": 1.0, "partial": 0.5, "poor": 0.0}
+LETTERS = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
 AGGREGATION = {"faithfulness": "micro", "precision": "micro", "relevance": "micro",
                "comprehensiveness": "macro"}  # fmt: skip
 BOOTSTRAP_ITERS = 1000
@@ -47,6 +48,7 @@ class Item:
     criterion: str
     index: int  # the triple's position, 0 for a span
     votes: Mapping[str, Label | None]  # judge -> label, None for an abstention
+    synthetic: bool = False  # labelled by rule (no triples), not by the judges
 
 
 @dataclass(frozen=True)
@@ -79,19 +81,18 @@ def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
     return Outcome(label, unanimous=unanimous, split=split, no_majority=no_majority)
 
 
-def items_of(records: Iterable[SampleRecord]) -> list[Item]:
-    """Every judged item of the records, with its votes by judge."""
+def items_of(records: Iterable[SampleRecord], judges: Sequence[str]) -> list[Item]:
+    """Every judged item of the records, with the votes of the panel's judges (only theirs)."""
     items = []
     for record in records:
         for criterion in CRITERIA:
             by_judge = record.votes.get(criterion, {})
-            n_items = max((len(v) for v in by_judge.values()), default=0)
+            n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
             for index in range(n_items):
-                votes = {
-                    judge: votes[index].verdict if index < len(votes) else None
-                    for judge, votes in by_judge.items()
-                }
-                items.append(Item(record.span_id, criterion, index, votes))
+                cast = {j: by_judge.get(j, [])[index : index + 1] for j in judges}
+                votes = {j: vote[0].verdict if vote else None for j, vote in cast.items()}
+                synthetic = all(vote and vote[0].synthetic for vote in cast.values())
+                items.append(Item(record.span_id, criterion, index, votes, synthetic))
     return items
 
 
@@ -202,12 +203,14 @@ def score_criterion(
     average = micro_average if AGGREGATION[criterion] == "micro" else macro_average
     scored = zip(mine, outcomes, strict=True)
     per_span = _per_span((item.span_id, o.score) for item, o in scored if o.scored)
+    # Items labelled by rule count in the score, not in what measures the judges themselves.
+    judged = [(item, o) for item, o in zip(mine, outcomes, strict=True) if not item.synthetic]
     per_judge = {
         judge: _pct(
             average(
                 _per_span(
                     (item.span_id, label_score(item.votes[judge]))
-                    for item in mine
+                    for item, _ in judged
                     if item.votes.get(judge) is not None
                 )
             )
@@ -219,12 +222,12 @@ def score_criterion(
         ci=bootstrap_ci(per_span, AGGREGATION[criterion], seed=seed),
         n_items=len(mine),
         n_scored=sum(o.scored for o in outcomes),
-        unanimous=sum(o.unanimous for o in outcomes),
-        split=sum(o.split for o in outcomes),
-        no_majority=sum(o.no_majority for o in outcomes),
-        abstentions=sum(v is None for item in mine for v in item.votes.values()),
+        unanimous=sum(o.unanimous for _, o in judged),
+        split=sum(o.split for _, o in judged),
+        no_majority=sum(o.no_majority for _, o in judged),
+        abstentions=sum(v is None for item, _ in judged for v in item.votes.values()),
         per_judge=per_judge,
-        agreement=krippendorff_alpha(mine, judges),
+        agreement=krippendorff_alpha([item for item, _ in judged], judges),
     )
 
 

@@ -25,6 +25,29 @@ def sample_dir() -> Path:
     return PACKAGE_DIR / "sample"
 
 
+def write_atomic(path: Path, text: str) -> None:
+    """Write through a temporary file and a rename: a killed write leaves the old file whole."""
+    import os
+
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def spreadsheet_safe(value: object) -> object:
+    """A CSV text cell that a spreadsheet would run as a formula, quoted (CSV injection)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
+def timestamp() -> str:
+    """The UTC time as used in output file names (`2026-12-03T07-16-18`)."""
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+
+
 def cache_root() -> Path:
     """Where converted models and other reusable artifacts live (never inside the package):
     `$FINREFLECT_EVAL_CACHE`, else `$XDG_CACHE_HOME/finreflect-eval`, else `~/.cache/...`."""

@@ -10,7 +10,6 @@ output and every vote.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.models import GenerationResult
+from finreflect_eval.resources import write_atomic
 from finreflect_eval.schema import Triple
 
 FEEDBACK_CHARS = 300
@@ -68,6 +68,7 @@ class Vote(BaseModel):
     verdict: Label | None
     reasoning: str = ""
     warning: str = ""
+    synthetic: bool = False  # given by rule, not by the judge (a span without triples)
 
 
 class SampleRecord(BaseModel):
@@ -137,11 +138,11 @@ class SavedRun:
     def save(self) -> None:
         """Rewrite the samples and the manifest, each atomically: a killed write loses nothing."""
         for task, records in self.records.items():
-            _write_atomic(
+            write_atomic(
                 self.folder / self.manifest["tasks"][task]["samples"],
                 "".join(record.model_dump_json() + "\n" for record in records),
             )
-        _write_atomic(
+        write_atomic(
             self.folder / f"manifest_{self.date}.json", json.dumps(self.manifest, indent=2) + "\n"
         )
 
@@ -158,9 +159,3 @@ def _read_records(path: Path) -> list[SampleRecord]:
         except ValidationError as exc:
             raise FinReflectError(f"{path}, line {number}: {first_invalid_field(exc)}") from exc
     return records
-
-
-def _write_atomic(path: Path, text: str) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)

@@ -141,3 +141,44 @@ def test_cli_submit_dry_run_and_offline_hub_pull_request(cli, runs, tmp_path):
     assert hub.stderr.count("\n") == 1
     built = cli("leaderboard", "build", "--leaderboard", str(board))
     assert built.returncode == 0 and (board / "index.html").exists()
+
+
+def _forge(runs, tmp_path, change):
+    bundle = bundle_run(runs["org"])
+    change(bundle)
+    path = tmp_path / "forged.json"
+    path.write_text(json.dumps(bundle))
+    return path
+
+
+def test_votes_from_outside_the_panel_are_refused(runs, tmp_path):
+    def add_judge(bundle):
+        for record in bundle["samples"]["finreflect_smoke_single_pass"]:
+            for votes in record["votes"].values():
+                votes["ghost"] = next(iter(votes.values()))  # same shape, an extra voter
+
+    with pytest.raises(FinReflectError, match="one valid vote per item from each panel judge"):
+        submit(_forge(runs, tmp_path, add_judge), tmp_path / "board")
+
+
+def test_dropped_or_repeated_spans_are_refused(runs, tmp_path):
+    def drop_first(bundle):
+        bundle["samples"]["finreflect_smoke_single_pass"].pop(0)
+
+    with pytest.raises(FinReflectError, match="exactly the spans of the dataset slice"):
+        submit(_forge(runs, tmp_path, drop_first), tmp_path / "board")
+
+    def repeat_first(bundle):
+        records = bundle["samples"]["finreflect_smoke_single_pass"]
+        records[1] = records[0]
+
+    with pytest.raises(FinReflectError, match="lists a span twice"):
+        submit(_forge(runs, tmp_path, repeat_first), tmp_path / "board")
+
+
+def test_malformed_values_are_a_one_line_refusal(runs, tmp_path):
+    def text_ci(bundle):
+        bundle["results"]["results"]["finreflect_smoke_single_pass"]["faithfulness_ci"] = ["a", "b"]
+
+    with pytest.raises(FinReflectError, match=r"refused|faithfulness_ci"):
+        submit(_forge(runs, tmp_path, text_ci), tmp_path / "board")

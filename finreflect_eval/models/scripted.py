@@ -40,14 +40,14 @@ class ScriptedModel(LM):
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
-        # Two scripted models answer differently: what they answer is part of the cache identity.
-        self.source = (
-            responses
-            if isinstance(responses, str)
-            else getattr(responses, "__qualname__", None) or list(responses)
-        )
         if isinstance(responses, str):
-            responses = _load_responses(responses)
+            reference, responses = responses, _load_responses(responses)
+        else:
+            module = getattr(responses, "__module__", "")
+            reference = f"{module}.{getattr(responses, '__qualname__', '')}"
+        # Two scripted models answer differently: what they answer is part of the cache identity
+        # (the outputs themselves, or the responder function's name).
+        self.source = reference if callable(responses) else list(responses)
         self.responses = responses
         self.requests: list[GenerationRequest] = []
 
