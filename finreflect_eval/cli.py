@@ -172,14 +172,18 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--output-path", type=Path, default=Path("results"), help="default: results"
     )
-    cache = parser.add_mutually_exclusive_group()
-    cache.add_argument("--cache", help="SQLite cache file (default: OUTPUT_PATH/cache.sqlite)")
-    cache.add_argument("--no-cache", action="store_true", help="call the model for everything")
+    _add_cache(parser, "OUTPUT_PATH/cache.sqlite")
     _add_include_path(parser)
     parser.add_argument("--seed", type=int, help="overrides the tasks' generation seed")
     parser.add_argument(
         "--gen-kwargs", help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0"
     )
+
+
+def _add_cache(parser: argparse.ArgumentParser, default: str) -> None:
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument("--cache", help=f"SQLite response cache file (default: {default})")
+    cache.add_argument("--no-cache", action="store_true", help="call the models for everything")
 
 
 def _add_include_path(parser: argparse.ArgumentParser) -> None:
@@ -245,9 +249,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_samples(judge)
     _add_judges(judge)
-    cache = judge.add_mutually_exclusive_group()
-    cache.add_argument("--cache", help="SQLite cache file (default: cache.sqlite beside DIR)")
-    cache.add_argument("--no-cache", action="store_true", help="call the judges for everything")
+    _add_cache(judge, "cache.sqlite beside DIR")
     _add_include_path(judge)
     judge.set_defaults(func=_judge)
 
@@ -296,9 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     audit.add_argument("--seed", type=int, default=1234, help="probe generation seed")
     audit.add_argument("--output-path", type=Path, default=Path("results"), help="default: results")
-    audit_cache = audit.add_mutually_exclusive_group()
-    audit_cache.add_argument("--cache", help="SQLite cache (default: OUTPUT_PATH/cache.sqlite)")
-    audit_cache.add_argument("--no-cache", action="store_true", help="call the judges anew")
+    _add_cache(audit, "OUTPUT_PATH/cache.sqlite")
     _add_include_path(audit)
     audit.set_defaults(func=_audit_judges)
 

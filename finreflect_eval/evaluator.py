@@ -142,13 +142,7 @@ def write_extraction(
     out = config.output_dir
     out.mkdir(parents=True, exist_ok=True)
     date = timestamp()
-    samples = {}
-    for run in runs:
-        path = out / f"samples_{run.task.name}_{date}.jsonl"
-        with path.open("w", encoding="utf-8") as file:
-            for record in run.records:
-                file.write(record.model_dump_json() + "\n")
-        samples[run.task.name] = path.name
+    samples = {run.task.name: f"samples_{run.task.name}_{date}.jsonl" for run in runs}
     manifest = {
         "stage": "extract",
         "date": date,
@@ -176,10 +170,9 @@ def write_extraction(
         "git_hash": _git_hash(),
         "total_seconds": round(total, 3),
     }
-    path = out / f"manifest_{date}.json"
-    write_atomic(path, json.dumps(manifest, indent=2) + "\n")
+    SavedRun(out, manifest, {run.task.name: run.records for run in runs}).save()
     print(summary_table(runs, seconds))
-    return path
+    return out / f"manifest_{date}.json"
 
 
 def _dataset_info(benchmark: Benchmark, limit: int | None) -> dict[str, Any]:
@@ -246,8 +239,8 @@ def judge(
         index = TaskIndex(include_paths)
         named = {index.tasks[t].config.judges for t in run.records if t in index.tasks}
         if len(named) != 1:
-            raise FinReflectError(f"the tasks name different judge panels {sorted(named)}: "
-                                  "choose one with --judges")  # fmt: skip
+            raise FinReflectError(f"cannot choose a judge panel from the tasks ({sorted(named)}):"
+                                  " choose one with --judges")  # fmt: skip
         panel = named.pop()
     if cache == DEFAULT_CACHE:
         cache_path: Path | None = run.folder.parent / "cache.sqlite"

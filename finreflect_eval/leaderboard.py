@@ -28,7 +28,7 @@ from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, load_benchmark
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.judging import available_panels, load_panel
 from finreflect_eval.metrics import LETTERS
-from finreflect_eval.resources import spreadsheet_safe, write_atomic
+from finreflect_eval.resources import newest, spreadsheet_safe, write_atomic
 from finreflect_eval.samples import SampleRecord, SavedRun
 from finreflect_eval.tasks import TaskIndex
 
@@ -189,12 +189,7 @@ def _run_id(bundle: dict[str, Any], date: str) -> str:
 
 def bundle_run(path: Path) -> dict[str, Any]:
     """The submission bundle of a results file, a run folder (its newest results), or a bundle."""
-    path = Path(path)
-    if path.is_dir():
-        found = sorted(path.glob("results_*.json"))
-        if not found:
-            raise FinReflectError(f"{path}: no results_*.json here (run `score` first)")
-        path = found[-1]
+    path = newest(Path(path), "results_*.json", "run `score` first")
     data = _read_json(path)
     if isinstance(data, dict) and data.get("format") in (FORMAT, AUDIT_FORMAT):
         return data

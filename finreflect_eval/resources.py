@@ -25,6 +25,19 @@ def sample_dir() -> Path:
     return PACKAGE_DIR / "sample"
 
 
+def newest(path: Path, pattern: str, hint: str) -> Path:
+    """`path` itself, or when it is a folder, its newest file matching `pattern` (file names
+    carry a sortable date); `hint` says which command writes such files."""
+    if not path.is_dir():
+        return path
+    found = sorted(path.glob(pattern))
+    if not found:
+        from finreflect_eval.errors import FinReflectError
+
+        raise FinReflectError(f"{path}: no {pattern} here ({hint})")
+    return found[-1]
+
+
 def write_atomic(path: Path, text: str) -> None:
     """Write through a temporary file and a rename: a killed write leaves the old file whole."""
     import os

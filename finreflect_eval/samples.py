@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.models import GenerationResult
-from finreflect_eval.resources import write_atomic
+from finreflect_eval.resources import newest, write_atomic
 from finreflect_eval.schema import Triple
 
 FEEDBACK_CHARS = 300
@@ -119,12 +119,7 @@ class SavedRun:
     @classmethod
     def load(cls, path: str | Path) -> SavedRun:
         """From a manifest file, or the newest manifest of a folder."""
-        path = Path(path)
-        if path.is_dir():
-            manifests = sorted(path.glob("manifest_*.json"))
-            if not manifests:
-                raise FinReflectError(f"{path}: no manifest_*.json here (run `extract` first)")
-            path = manifests[-1]
+        path = newest(Path(path), "manifest_*.json", "run `extract` first")
         try:
             manifest = json.loads(path.read_text(encoding="utf-8"))
             tasks = manifest["tasks"]
