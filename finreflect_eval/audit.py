@@ -31,8 +31,9 @@ from pydantic import BaseModel
 from finreflect_eval import __version__
 from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, Benchmark, markdown_table
 from finreflect_eval.errors import FinReflectError, load_yaml
-from finreflect_eval.judging import Panel, each_judge, judge_request, votes_of
+from finreflect_eval.judging import JudgeSpec, Panel, judge_request, run_judges, votes_of
 from finreflect_eval.metrics import LETTERS, Item, aggregate, krippendorff_alpha
+from finreflect_eval.models import LM
 from finreflect_eval.resources import tasks_dir, timestamp, write_atomic
 from finreflect_eval.samples import Label
 from finreflect_eval.schema import Triple
@@ -188,9 +189,8 @@ def run_audit(
     if not gold:
         raise FinReflectError(f"dataset {benchmark.dataset} has no gold judgments to audit with")
     cases = gold + probe_cases(gold, probes, seed)
-    verdicts: dict[str, list[list[Label | None]]] = {}
-    calls: dict[str, dict[str, float]] = {}
-    for spec, lm in each_judge(panel, cache_path):
+
+    def ask(spec: JudgeSpec, lm: LM) -> tuple[list[list[Label | None]], dict[str, float]]:
         started = time.perf_counter()
         generation = panel.generation(spec)
         requests = [
@@ -198,17 +198,21 @@ def run_audit(
             for case in cases
         ]
         results = lm.generate(requests, desc=f"audit {spec.name}")
-        verdicts[spec.name] = [
+        verdicts = [
             [vote.verdict for vote in votes_of(case.criterion, len(case.triples), result)]
             for case, result in zip(cases, results, strict=True)
         ]
-        calls[spec.name] = {
+        return verdicts, {
             "n_calls": len(results),
             "failed_calls": sum(not r.ok for r in results),
             "seconds": round(time.perf_counter() - started, 3),
             "prompt_tokens": sum(r.prompt_tokens for r in results),
             "completion_tokens": sum(r.completion_tokens for r in results),
         }
+
+    answers = run_judges(panel, cache_path, ask)
+    verdicts = {name: answer[0] for name, answer in answers.items()}
+    calls = {name: answer[1] for name, answer in answers.items()}
     audit = {
         "format": FORMAT,
         "date": timestamp(),

@@ -88,7 +88,13 @@ def _judge(args: argparse.Namespace) -> None:
     from finreflect_eval.evaluator import DEFAULT_CACHE, judge
 
     cache = None if args.no_cache else (args.cache or DEFAULT_CACHE)
-    run = judge(args.samples, args.judges, cache=cache, include_paths=args.include_path)
+    run = judge(
+        args.samples,
+        args.judges,
+        cache=cache,
+        include_paths=args.include_path,
+        endpoints=_endpoints(args),
+    )
     print(f"votes of panel '{args.judges or run.manifest['judging']['panel']}' added to the "
           f"samples in {run.folder}")  # fmt: skip
 
@@ -102,7 +108,7 @@ def _score(args: argparse.Namespace) -> None:
 def _run(args: argparse.Namespace) -> None:
     from finreflect_eval.evaluator import run
 
-    run(_run_config(args), args.judges)
+    run(_run_config(args), args.judges, _endpoints(args))
 
 
 def _submit(args: argparse.Namespace) -> None:
@@ -127,7 +133,6 @@ def _leaderboard_build(args: argparse.Namespace) -> None:
 def _audit_judges(args: argparse.Namespace) -> None:
     from finreflect_eval.audit import PROBES, audit_table, run_audit, write_audit
     from finreflect_eval.data import load_benchmark
-    from finreflect_eval.judging import load_panel
     from finreflect_eval.tasks import TaskIndex
 
     probes = PROBES if args.probes == "all" else [p for p in args.probes.split(",") if p]
@@ -135,7 +140,7 @@ def _audit_judges(args: argparse.Namespace) -> None:
     benchmark = load_benchmark(args.dataset, split=args.split, limit=args.limit)
     cache = None if args.no_cache else (args.cache or args.output_path / "cache.sqlite")
     audit = run_audit(
-        load_panel(args.judges), task, benchmark, probes=probes, seed=args.seed, limit=args.limit,
+        _panel(args), task, benchmark, probes=probes, seed=args.seed, limit=args.limit,
         cache_path=None if cache is None else Path(cache),
     )  # fmt: skip
     path = write_audit(audit, args.output_path)
@@ -146,6 +151,7 @@ def _audit_judges(args: argparse.Namespace) -> None:
 def _run_config(args: argparse.Namespace):
     from finreflect_eval.evaluator import DEFAULT_CACHE, RunConfig
     from finreflect_eval.models import ModelSpec, parse_model_args
+    from finreflect_eval.sharding import Shard
 
     return RunConfig(
         model=ModelSpec.from_cli(args.model, args.backend, args.model_args),
@@ -157,6 +163,7 @@ def _run_config(args: argparse.Namespace):
         include_paths=args.include_path,
         seed=args.seed,
         gen_kwargs=parse_model_args(args.gen_kwargs),
+        shard=Shard.parse(args.shard) if args.shard else None,
     )
 
 
@@ -177,6 +184,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, help="overrides the tasks' generation seed")
     parser.add_argument(
         "--gen-kwargs", help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0"
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run shard I of N (every N-th span from the I-th) into OUTPUT_PATH/MODEL/"
+        "shard-I-of-N; judge or score all shards' folders together",
     )
 
 
@@ -204,21 +217,46 @@ def _add_leaderboard(parser: argparse.ArgumentParser) -> None:
     )  # fmt: skip
 
 
-def _add_judges(parser: argparse.ArgumentParser) -> None:
+def _add_judges(parser: argparse.ArgumentParser, required: bool = False) -> None:
     parser.add_argument(
         "--judges",
-        help="judge panel: paper, small, demo (offline smoke panel) or a panel YAML file "
-        "(default: the tasks' `judges` field)",
+        required=required,
+        help="judge panel: paper, small, demo (offline smoke panel) or a panel YAML file"
+        + ("" if required else " (default: the tasks' `judges` field)"),
     )
+    parser.add_argument(
+        "--judge-endpoints",
+        metavar="NAME=URL,...",
+        help="serve these judges of the panel at OpenAI-compatible endpoints (e.g. `vllm serve`),"
+        " which then run concurrently: qwen3-235b-a22b=http://node1:8000/v1,...",
+    )
+
+
+def _endpoints(args: argparse.Namespace) -> dict[str, str] | None:
+    from finreflect_eval.models import parse_model_args
+
+    if not args.judge_endpoints:
+        return None
+    return {name: str(url) for name, url in parse_model_args(args.judge_endpoints).items()}
+
+
+def _panel(args: argparse.Namespace):
+    from finreflect_eval.judging import load_panel
+
+    panel = load_panel(args.judges)
+    endpoints = _endpoints(args)
+    return panel.at_endpoints(endpoints) if endpoints else panel
 
 
 def _add_samples(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--samples",
         required=True,
+        nargs="+",
         type=Path,
         metavar="DIR",
-        help="a run folder (OUTPUT_PATH/MODEL; its newest manifest) or a manifest_*.json file",
+        help="a run folder (OUTPUT_PATH/MODEL; its newest manifest) or a manifest_*.json file; "
+        "or every shard's folder, merged into their parent folder",
     )
 
 
@@ -285,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     audit = commands.add_parser(
         "audit-judges", help="judge accuracy against gold labels, and measured bias probes"
     )
-    audit.add_argument("--judges", required=True, help="panel: paper, small, demo or a YAML file")
+    _add_judges(audit, required=True)
     audit.add_argument("--dataset", default="sample", help="a dataset with gold judgments")
     audit.add_argument("--split", default="test", help="default: test")
     audit.add_argument("--limit", type=_positive_int, help="first N spans")
@@ -364,6 +402,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
     )
+    if not args.verbose:  # httpx logs every request at INFO: one line per model call
+        for name in ("httpx", "httpcore"):
+            logging.getLogger(name).setLevel(logging.WARNING)
     try:
         args.func(args)
     except FinReflectError as exc:

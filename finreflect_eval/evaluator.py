@@ -13,7 +13,7 @@ import json
 import logging
 import subprocess
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from finreflect_eval.extraction import TaskRun
 from finreflect_eval.models import ModelSpec, load_model
 from finreflect_eval.resources import PACKAGE_DIR, spreadsheet_safe, timestamp, write_atomic
 from finreflect_eval.samples import SampleRecord, SavedRun
+from finreflect_eval.sharding import Shard, load_runs, span_list
 from finreflect_eval.tasks import TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -46,21 +47,27 @@ class RunConfig:
     include_paths: list[Path] = field(default_factory=list)
     seed: int | None = None
     gen_kwargs: dict[str, Any] = field(default_factory=dict)
+    shard: Shard | None = None  # run only this shard of every task's spans
 
     @property
     def output_dir(self) -> Path:
-        """`<output_path>/<model name>`, like lm-eval (`org/name` → `org__name`)."""
+        """`<output_path>/<model name>`, like lm-eval (`org/name` → `org__name`); a shard's
+        run goes into `shard-<i>-of-<N>/` under it."""
         model = self.model.model
         name = Path(model).name if Path(model).exists() else model.replace("/", "__")
-        return self.output_path / name
+        folder = self.output_path / name
+        return folder / self.shard.name if self.shard else folder
 
     @property
     def cache_path(self) -> Path | None:
+        """The response cache; by default one per output path, and one per shard (shards may
+        run on different machines sharing a network folder, where SQLite must not be shared)."""
         if self.cache is None:
             return None
-        return (
-            self.output_path / "cache.sqlite" if self.cache == DEFAULT_CACHE else Path(self.cache)
-        )
+        if self.cache != DEFAULT_CACHE:
+            return Path(self.cache)
+        name = f"cache-{self.shard.name}.sqlite" if self.shard else "cache.sqlite"
+        return self.output_path / name
 
 
 def extract(config: RunConfig) -> Path:
@@ -76,11 +83,14 @@ def extract(config: RunConfig) -> Path:
             data[key] = load_benchmark(dataset, split=name, revision=revision, limit=limit)
         return data[key]
 
-    runs = []
+    runs, span_lists = [], {}
     for task in tasks:
         spec = task.config
         dataset = config.dataset or spec.dataset_path
         benchmark = split(dataset, spec.test_split, spec.dataset_revision, config.limit)
+        span_lists[task.name] = span_list([span.span_id for span in benchmark.spans])
+        if config.shard is not None:
+            benchmark = benchmark.subset(config.shard.select(benchmark.spans))
         fewshot = None
         if spec.num_fewshot and spec.fewshot_split:
             source = spec.fewshot_dataset or dataset
@@ -129,13 +139,15 @@ def extract(config: RunConfig) -> Path:
         for name in config.tasks
         if name in index.groups
     }
-    return write_extraction(config, runs, seconds, groups, time.perf_counter() - started)
+    total = time.perf_counter() - started
+    return write_extraction(config, runs, seconds, span_lists, groups, total)
 
 
 def write_extraction(
     config: RunConfig,
     runs: list[TaskRun],
     seconds: dict[str, float],
+    span_lists: dict[str, dict[str, Any]],
     groups: dict[str, list[str]],
     total: float,
 ) -> Path:
@@ -158,12 +170,14 @@ def write_extraction(
                 "samples": samples[run.task.name],
                 "seconds": round(seconds[run.task.name], 3),
                 "dataset": _dataset_info(run.benchmark, config.limit),
+                "span_list": span_lists[run.task.name],
                 "fewshot": [example["span"].span_id for example in run.fewshot],
             }
             for run in runs
         },
         "groups": groups,
         "seed": config.seed,
+        "shard": None if config.shard is None else asdict(config.shard),
         "dataset": _dataset_info(runs[0].benchmark, config.limit),
         "cache": str(config.cache_path) if config.cache_path else None,
         "finreflect_eval_version": __version__,
@@ -226,15 +240,18 @@ DEFAULT_BOOTSTRAP_SEED = 1234
 
 
 def judge(
-    samples: Path,
+    samples: Path | list[Path],
     panel: str | None,
     *,
     cache: str | None = DEFAULT_CACHE,
     include_paths: list[Path] | None = None,
+    endpoints: dict[str, str] | None = None,
 ) -> SavedRun:
-    """Run the judge stage on a saved extraction (a run folder or manifest file). `panel` None
-    takes the tasks' `judges` field; DEFAULT_CACHE is `cache.sqlite` next to the model folder."""
-    run = SavedRun.load(samples)
+    """Run the judge stage on a saved extraction (a run folder or manifest file, or several
+    shards' folders, merged first). `panel` None takes the tasks' `judges` field; `endpoints`
+    serves named judges at OpenAI-compatible URLs; DEFAULT_CACHE is the cache the extraction
+    used by default."""
+    run = load_runs(samples if isinstance(samples, list) else [samples])
     if panel is None:
         index = TaskIndex(include_paths)
         named = {index.tasks[t].config.judges for t in run.records if t in index.tasks}
@@ -243,18 +260,28 @@ def judge(
                                   " choose one with --judges")  # fmt: skip
         panel = named.pop()
     if cache == DEFAULT_CACHE:
-        cache_path: Path | None = run.folder.parent / "cache.sqlite"
+        shard = run.manifest.get("shard")
+        cache_path: Path | None = (
+            run.folder.parent.parent / f"cache-{Shard(**shard).name}.sqlite"
+            if shard
+            else run.folder.parent / "cache.sqlite"
+        )
     else:
         cache_path = None if cache is None else Path(cache)
-    return judging.judge(
-        run, judging.load_panel(panel), cache_path=cache_path, include_paths=include_paths
-    )
+    judges = judging.load_panel(panel)
+    if endpoints:
+        judges = judges.at_endpoints(endpoints)
+    return judging.judge(run, judges, cache_path=cache_path, include_paths=include_paths)
 
 
-def score(samples: Path | SavedRun) -> dict[str, Any]:
-    """Recompute every number from the samples of a judged run; write `results_<date>.json` and
-    the review queues, print the summary table, and return the results."""
-    run = samples if isinstance(samples, SavedRun) else SavedRun.load(samples)
+def score(samples: Path | list[Path] | SavedRun) -> dict[str, Any]:
+    """Recompute every number from the samples of a judged run (or of several judged shards,
+    merged first); write `results_<date>.json` and the review queues, print the summary table,
+    and return the results."""
+    if isinstance(samples, SavedRun):
+        run = samples
+    else:
+        run = load_runs(samples if isinstance(samples, list) else [samples])
     results = compute_results(run)
     path = run.folder / f"results_{run.date}.json"
     write_atomic(path, json.dumps(results, indent=2, ensure_ascii=False) + "\n")
@@ -325,6 +352,7 @@ def compute_results(run: SavedRun) -> dict[str, Any]:
             "model_args": manifest["model_args"],
             "limit": manifest["dataset"]["limit"],
             "seed": manifest.get("seed"),
+            "shard": None if not manifest.get("shard") else str(Shard(**manifest["shard"])),
             "bootstrap_seed": seed,
             "bootstrap_iters": metrics.BOOTSTRAP_ITERS,
             "judges": judged["panel"],
@@ -435,10 +463,18 @@ def results_table(results: dict[str, Any]) -> str:
     return f"\njudges: {panel}{note}\n" + markdown_table(header, rows) + "\n"
 
 
-def run(config: RunConfig, panel: str | None) -> dict[str, Any]:
+def run(
+    config: RunConfig, panel: str | None, endpoints: dict[str, str] | None = None
+) -> dict[str, Any]:
     """extract → judge → score, each stage reading the files of the one before."""
     manifest = extract(config)
-    judged = judge(manifest, panel, cache=_cache_arg(config), include_paths=config.include_paths)
+    judged = judge(
+        manifest,
+        panel,
+        cache=_cache_arg(config),
+        include_paths=config.include_paths,
+        endpoints=endpoints,
+    )
     return score(judged)
 
 

@@ -2,9 +2,10 @@
 
 Each judge answers one call per (criterion, span): for faithfulness, precision and relevance an
 array with exactly one verdict per triple, in order; for comprehensiveness one verdict for the
-span. Verdicts come first in the output schema, then the reasoning (commit, then justify). Judges
-run one model at a time (judges that share a model share one load), every call is cached, and the
-votes are written into the samples the extraction left, so `score` needs nothing else.
+span. Verdicts come first in the output schema, then the reasoning (commit, then justify).
+In-process judges run one model at a time (judges that share a model share one load), judges
+behind endpoints run concurrently, every call is cached, and the votes are written into the
+samples the extraction left, so `score` needs nothing else.
 """
 
 from __future__ import annotations
@@ -12,10 +13,11 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
@@ -26,6 +28,7 @@ from finreflect_eval.models import (
     GenerationRequest,
     GenerationResult,
     ModelSpec,
+    get_backend,
     load_model,
 )
 from finreflect_eval.resources import tasks_dir
@@ -34,6 +37,7 @@ from finreflect_eval.tasks import GenerationKwargs, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
+T = TypeVar("T")
 REASONING_CHARS = 160  # room for the 15 words the prompt asks for
 WARNING_CHARS = 60
 
@@ -100,6 +104,30 @@ class Panel(BaseModel):
         if len(set(names)) < len(names):
             raise ValueError(f"judge names must be unique, got {names}")
         return self
+
+    def at_endpoints(self, endpoints: dict[str, str]) -> Panel:
+        """The panel with the named judges served elsewhere: each an OpenAI-compatible endpoint
+        (`vllm serve MODEL`, which may span GPUs or nodes), given as `{judge name: base URL}`.
+        The judge keeps its name, model, prompts and generation settings; a Qwen3-style
+        `enable_thinking` switch is passed to the server's chat template."""
+        names = {judge.name for judge in self.judges}
+        unknown = sorted(set(endpoints) - names)
+        if unknown:
+            raise FinReflectError(
+                f"--judge-endpoints: panel '{self.panel}' has no judge '{unknown[0]}'; "
+                f"its judges: {', '.join(sorted(names))}"
+            )
+        judges = []
+        for judge in self.judges:
+            if judge.name not in endpoints:
+                judges.append(judge)
+                continue
+            args: dict[str, Any] = {"base_url": endpoints[judge.name]}
+            if judge.model_args.get("enable_thinking") is not None:
+                switch = {"enable_thinking": judge.model_args["enable_thinking"]}
+                args["extra_body"] = {"chat_template_kwargs": switch}
+            judges.append(judge.model_copy(update={"backend": "openai", "model_args": args}))
+        return self.model_copy(update={"judges": judges})
 
     def generation(self, judge: JudgeSpec) -> GenerationKwargs:
         return GenerationKwargs.model_validate(
@@ -189,17 +217,38 @@ NO_TRIPLES_VOTE = Vote(
 )
 
 
-def each_judge(panel: Panel, cache_path: Path | None) -> Iterator[tuple[JudgeSpec, LM]]:
-    """Each judge with its loaded model, one model in memory at a time; judges that share a
-    model (the demo panel) share one load."""
+def run_judges(
+    panel: Panel, cache_path: Path | None, work: Callable[[JudgeSpec, LM], T]
+) -> dict[str, T]:
+    """`work(judge, model)` for every judge of the panel; the results by judge name, in panel
+    order. Judges behind endpoints (a server runs the model: vLLM serve, possibly across GPUs or
+    nodes) all work at once, beside the in-process judges, whose models load one at a time
+    (judges that share a model, like the demo panel's, share one load). `work` runs in a thread
+    for endpoint judges, so it must only return its results, not change shared state."""
+
+    def at_endpoint(spec: JudgeSpec) -> T:
+        with load_model(spec.model_spec, cache_path=cache_path) as lm:
+            return work(spec, lm)
+
+    endpoints = [spec for spec in panel.judges if get_backend(spec.backend).remote]
     by_model: dict[str, list[JudgeSpec]] = {}
     for spec in panel.judges:
-        key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
-        by_model.setdefault(key, []).append(spec)
-    for judges in by_model.values():
-        with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
-            for spec in judges:
-                yield spec, lm
+        if spec not in endpoints:
+            key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
+            by_model.setdefault(key, []).append(spec)
+    done: dict[str, T] = {}
+    pool = ThreadPoolExecutor(max_workers=max(len(endpoints), 1), thread_name_prefix="judge")
+    try:
+        futures = {spec.name: pool.submit(at_endpoint, spec) for spec in endpoints}
+        for judges in by_model.values():
+            with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
+                for spec in judges:
+                    done[spec.name] = work(spec, lm)
+        for name, future in futures.items():
+            done[name] = future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)
+    return {spec.name: done[spec.name] for spec in panel.judges}
 
 
 def judge(
@@ -233,8 +282,7 @@ def judge(
         if not record.triples:
             record.votes["comprehensiveness"] = {j.name: [NO_TRIPLES_VOTE] for j in panel.judges}
 
-    seconds: dict[str, float] = {}
-    for spec, lm in each_judge(panel, cache_path):
+    def vote(spec: JudgeSpec, lm: LM) -> tuple[list[tuple], list[GenerationResult], float]:
         started = time.perf_counter()
         generation = panel.generation(spec)
         calls = [
@@ -245,10 +293,14 @@ def judge(
             ).items()
         ]
         results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
+        return calls, results, time.perf_counter() - started
+
+    seconds: dict[str, float] = {}
+    for name, (calls, results, elapsed) in run_judges(panel, cache_path, vote).items():
         for (record, criterion, _), result in zip(calls, results, strict=True):
-            record.votes[criterion][spec.name] = votes_of(criterion, len(record.triples), result)
-            record.judge_calls.append(ModelCall.of(f"judge:{criterion}", result, model=spec.name))
-        seconds[spec.name] = time.perf_counter() - started
+            record.votes[criterion][name] = votes_of(criterion, len(record.triples), result)
+            record.judge_calls.append(ModelCall.of(f"judge:{criterion}", result, model=name))
+        seconds[name] = elapsed
 
     run.manifest["judging"] = {
         "panel": panel.panel,

@@ -238,6 +238,11 @@ def verify(bundle: dict[str, Any], leaderboard: Path) -> Submission:
         raise FinReflectError(f"results: {first_invalid_field(exc)}") from exc
     results = bundle["results"]
     check_model_name(results["config"].get("model"))
+    if results["config"].get("shard") or bundle["manifest"].get("shard"):
+        raise FinReflectError(
+            "refused: these are one shard's results; merge every shard first "
+            "(finreflect-eval score --samples SHARD_FOLDER...) and submit the merged run"
+        )
 
     _check_tasks(results)
     _check_dataset(results["dataset"], leaderboard)
@@ -386,13 +391,14 @@ def _check_dataset(dataset: dict[str, Any], leaderboard: Path) -> None:
 
 
 def _is_official(judges: dict[str, Any]) -> bool:
-    """Official only when the panel is a bundled official one with the same members."""
+    """Official only when the panel is a bundled official one with the same members (name and
+    model; the engine that served a judge, in-process vLLM or an endpoint, does not matter)."""
     name = judges.get("panel")
     if name not in available_panels():
         return False
     panel = load_panel(name)
-    members = [(m.get("name"), m.get("model"), m.get("backend")) for m in judges.get("members", [])]
-    return panel.official and members == [(j.name, j.model, j.backend) for j in panel.judges]
+    members = [(m.get("name"), m.get("model")) for m in judges.get("members", [])]
+    return panel.official and members == [(j.name, j.model) for j in panel.judges]
 
 
 def first_difference(submitted: Any, recomputed: Any, path: str = "") -> str | None:

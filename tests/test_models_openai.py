@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from chat_server import Reply, ScriptedServer, answer
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
@@ -27,86 +24,6 @@ def request(seed: int = 3) -> GenerationRequest:
     )
 
 
-def answer(content: str | None, prompt_tokens: int = 5, completion_tokens: int = 2) -> dict:
-    """A chat-completions response body, as vLLM serve returns it."""
-    return {
-        "object": "chat.completion",
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": content},
-                "finish_reason": "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
-    }
-
-
-@dataclass
-class Reply:
-    """One scripted reply; `body` is JSON (dict), raw text (str) or a function of the request."""
-
-    status: int = 200
-    body: dict | str | Callable[[dict], dict] = field(default_factory=lambda: answer('{"a": 1}'))
-    delay: float = 0.0
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-class ScriptedServer(ThreadingHTTPServer):
-    """Answers each POST with the next reply of `script` (the last one repeats) and records the
-    requests and the most requests it held at once."""
-
-    daemon_threads = True  # a handler still sleeping on a hang must not block teardown
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), _Handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
-        self.script: list[Reply] = [Reply()]
-        self.requests: list[dict[str, Any]] = []
-        self.in_flight = 0
-        self.peak = 0
-        self.lock = threading.Lock()
-
-    def start(self, path: str, headers: dict[str, str], body: dict) -> Reply:
-        with self.lock:
-            reply = self.script[min(len(self.requests), len(self.script) - 1)]
-            self.requests.append({"path": path, "headers": headers, "body": body})
-            self.in_flight += 1
-            self.peak = max(self.peak, self.in_flight)
-        return reply
-
-    def end(self) -> None:
-        with self.lock:
-            self.in_flight -= 1
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: ScriptedServer
-
-    def do_POST(self) -> None:
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        headers = {key.lower(): value for key, value in self.headers.items()}
-        reply = self.server.start(self.path, headers, body)
-        try:
-            time.sleep(reply.delay)
-        finally:
-            self.server.end()
-        payload = reply.body(body) if callable(reply.body) else reply.body
-        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
-        # The client may have timed out and left.
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            self.send_response(reply.status)
-            for key, value in reply.headers.items():
-                self.send_header(key, value)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
-        pass
-
-
 @pytest.fixture(autouse=True)
 def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
@@ -115,12 +32,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def server() -> Iterator[ScriptedServer]:
-    scripted = ScriptedServer()
-    # A short poll interval keeps shutdown (and so every test) fast.
-    threading.Thread(target=scripted.serve_forever, args=(0.05,), daemon=True).start()
-    yield scripted
-    scripted.shutdown()
-    scripted.server_close()
+    with ScriptedServer.running() as scripted:
+        yield scripted
 
 
 @pytest.fixture

@@ -167,15 +167,20 @@ class Benchmark:
             return self
         if limit < 1:
             raise ValueError("limit must be a positive number of spans")
-        keep = {span.span_id for span in self.spans[:limit]}
+        return self.subset(self.spans[:limit])
+
+    def subset(self, spans: list[Span]) -> Benchmark:
+        """These spans (some of this split's, in the order given) with their triples and
+        judgments; the fingerprint still identifies the whole dataset."""
+        keep = {span.span_id for span in spans}
         return Benchmark(
             dataset=self.dataset,
             split=self.split,
-            spans=self.spans[:limit],
+            spans=list(spans),
             reference_triples=[t for t in self.reference_triples if t.span_id in keep],
             judgments=[j for j in self.judgments if j.span_id in keep],
             revision=self.revision,
-            fingerprint=self.fingerprint,  # identifies the dataset, not the subset
+            fingerprint=self.fingerprint,
         )
 
     def triples_by_span(self) -> dict[str, list[ReferenceTriple]]:

@@ -165,6 +165,9 @@ class LM(ABC):
     """
 
     backend: str = ""
+    # True where the model runs in another process (a server): loading it takes no memory here,
+    # so it can work while other models load (judges behind endpoints run concurrently).
+    remote: bool = False
 
     def __init__(
         self,

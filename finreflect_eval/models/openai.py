@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
@@ -33,7 +34,8 @@ class OpenAIModel(LM):
             server (`http://localhost:8000/v1`). Part of the cache identity.
         api_key_env: name of the environment variable holding the API key, sent as a bearer
             token when set. The key itself is never stored in the identity or logged.
-        max_concurrency: requests in flight at once, within a batch.
+        max_concurrency: requests in flight at once to this `base_url`, shared by every model
+            of this process that uses the same endpoint (judges on one server run concurrently).
         timeout: seconds allowed for connecting, and for each read or write.
         http_retries: extra attempts after HTTP 408/429/5xx, connection errors and timeouts.
         backoff: first retry delay in seconds, doubled on each attempt; a numeric `Retry-After`
@@ -44,6 +46,7 @@ class OpenAIModel(LM):
     """
 
     backend = "openai"
+    remote = True
 
     def __init__(
         self,
@@ -83,6 +86,7 @@ class OpenAIModel(LM):
             raise FinReflectError("max_concurrency must be at least 1 and http_retries at least 0")
         self.extra_body = extra_body or {}
         self.max_concurrency = max_concurrency
+        self._slots = _endpoint_slots(self.base_url, max_concurrency)
         self.http_retries = http_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -141,7 +145,8 @@ class OpenAIModel(LM):
         for attempt in range(self.http_retries + 1):
             retry_after = None
             try:
-                response = self._client.post(url, json=body)
+                with self._slots:
+                    response = self._client.post(url, json=body)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 problem = _one_line(f"{type(exc).__name__}: {exc}")
             except httpx.HTTPError as exc:  # e.g. an unsupported URL: retrying cannot help
@@ -164,6 +169,25 @@ class OpenAIModel(LM):
                 )
                 time.sleep(delay)
         return Completion(text=None, error=f"{problem} (after {self.http_retries + 1} attempts)")
+
+
+_SLOTS: dict[str, tuple[int, threading.Semaphore]] = {}  # base_url -> (size, slots)
+_SLOTS_LOCK = threading.Lock()
+
+
+def _endpoint_slots(base_url: str, size: int) -> threading.Semaphore:
+    """One bound on the requests in flight per endpoint, whichever models of this process use
+    it; the first model to use an endpoint sets its size."""
+    with _SLOTS_LOCK:
+        first_size, slots = _SLOTS.setdefault(base_url, (size, threading.Semaphore(size)))
+    if first_size != size:
+        logger.warning(
+            "%s already allows %d requests at once; max_concurrency=%d is ignored",
+            base_url,
+            first_size,
+            size,
+        )
+    return slots
 
 
 def _parse(response: httpx.Response) -> Completion:

@@ -1,14 +1,14 @@
 """The `vllm` backend: `vllm.LLM` offline inference, for models that outgrow one GPU.
 
-vLLM cannot be installed or run where this package is tested (it needs CUDA), so the backend is a
-thin, literal translation to vLLM's documented offline API (>= 0.12: `SamplingParams` with
-`structured_outputs=StructuredOutputsParams(json=...)`; `guided_decoding` is gone).
+vLLM's engine needs a GPU, so the backend is a thin, literal translation to vLLM's offline API
+(>= 0.12: `SamplingParams` with `structured_outputs=StructuredOutputsParams(json=...)`;
+`guided_decoding` is gone). The tests run it against the real package up to the engine.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM, Completion, GenerationRequest, Message, closed_schema
@@ -16,7 +16,39 @@ from finreflect_eval.models._cache import ResponseCache
 
 logger = logging.getLogger(__name__)
 
-StructuredBackend = Literal["auto", "xgrammar", "guidance", "outlines"]
+StructuredBackend = Literal["xgrammar", "guidance", "outlines"]
+STRUCTURED_BACKENDS: tuple[str, ...] = get_args(StructuredBackend)
+
+
+def structured_outputs_config(backend: str) -> dict[str, Any]:
+    """vLLM's engine settings for JSON-schema decoding with `backend`, keeping the JSON compact
+    (a decoder free to add whitespace can pad until max_tokens). xgrammar and guidance take
+    `disable_any_whitespace`, which vLLM refuses for any other backend; outlines needs nothing:
+    its JSON regex allows at most one space where JSON allows whitespace. vLLM's `auto` picks a
+    backend per request, so neither guarantee holds for it."""
+    if backend not in STRUCTURED_BACKENDS:
+        raise FinReflectError(
+            f"structured_backend '{backend}' is not supported: choose one of "
+            f"{', '.join(STRUCTURED_BACKENDS)} (vLLM keeps JSON compact only with a fixed backend)"
+        )
+    if backend == "outlines":
+        return {"backend": backend}
+    return {"backend": backend, "disable_any_whitespace": True}
+
+
+def sampling_params(request: GenerationRequest) -> Any:
+    """vLLM's `SamplingParams` for one request (vLLM >= 0.12 structured-outputs API)."""
+    from vllm import SamplingParams
+    from vllm.sampling_params import StructuredOutputsParams
+
+    return SamplingParams(
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        seed=request.seed,
+        structured_outputs=None
+        if request.schema is None
+        else StructuredOutputsParams(json=closed_schema(request.schema)),
+    )
 
 
 class VLLMModel(LM):
@@ -31,7 +63,8 @@ class VLLMModel(LM):
             stage starts with the same instructions).
         dtype: weight dtype name, or "auto" (the checkpoint's).
         trust_remote_code: run code from the model repo (off unless asked).
-        structured_backend: vLLM's engine for JSON-schema constrained decoding.
+        structured_backend: vLLM's engine for JSON-schema constrained decoding: xgrammar
+            (vLLM's first choice), guidance (llguidance) or outlines.
         seed: the engine's seed; each request also carries its own.
         enable_thinking: passed to the chat template (Qwen3-style reasoning switch); None leaves
             the template's default.
@@ -56,7 +89,7 @@ class VLLMModel(LM):
         enable_prefix_caching: bool = True,
         dtype: str = "auto",
         trust_remote_code: bool = False,
-        structured_backend: StructuredBackend = "auto",
+        structured_backend: StructuredBackend = "xgrammar",
         seed: int = 0,
         enable_thinking: bool | None = None,
         chat: bool | None = None,
@@ -64,6 +97,7 @@ class VLLMModel(LM):
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
+        structured_outputs = structured_outputs_config(structured_backend)
         try:
             import vllm
 
@@ -88,11 +122,7 @@ class VLLMModel(LM):
             dtype=dtype,
             trust_remote_code=trust_remote_code,
             seed=seed,
-            # Compact JSON only: a decoder free to add whitespace can pad until max_tokens.
-            structured_outputs_config={
-                "backend": structured_backend,
-                "disable_any_whitespace": True,
-            },
+            structured_outputs_config=structured_outputs,
             **optional,
         )
         if chat is None:
@@ -111,20 +141,7 @@ class VLLMModel(LM):
         }
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
-        from vllm import SamplingParams
-        from vllm.sampling_params import StructuredOutputsParams
-
-        sampling_params = [
-            SamplingParams(
-                max_tokens=request.max_tokens,
-                temperature=request.temperature,
-                seed=request.seed,
-                structured_outputs=None
-                if request.schema is None
-                else StructuredOutputsParams(json=closed_schema(request.schema)),
-            )
-            for request in requests
-        ]
+        params = [sampling_params(request) for request in requests]
         # One call for the whole batch: vLLM's scheduler batches across requests itself.
         if self.chat:
             template_kwargs = {}
@@ -132,14 +149,14 @@ class VLLMModel(LM):
                 template_kwargs["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
             outputs = self.llm.chat(
                 [_conversation(request) for request in requests],
-                sampling_params=sampling_params,
+                sampling_params=params,
                 use_tqdm=False,  # LM.generate shows the progress
                 **template_kwargs,
             )
         else:
             outputs = self.llm.generate(
                 [request.plain_prompt() for request in requests],
-                sampling_params=sampling_params,
+                sampling_params=params,
                 use_tqdm=False,
             )
         return [
