@@ -16,9 +16,10 @@ import subprocess
 import sys
 import time
 
-from finreflect_eval.data import load_benchmark, markdown_table
+from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
 from finreflect_eval.schema import load_schema
+from finreflect_eval.tables import markdown_table
 
 BACKENDS = ("outlines_core", "xgrammar", "llguidance")
 

@@ -18,7 +18,6 @@ report can be recomputed (and is, when it is submitted to the leaderboard).
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import time
@@ -26,44 +25,24 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from finreflect_eval import __version__
-from finreflect_eval.data import CRITERIA, TRIPLE_CRITERIA, Benchmark, markdown_table
-from finreflect_eval.errors import FinReflectError, load_yaml
+from finreflect_eval.criteria import CRITERIA, TRIPLE_CRITERIA, Label
+from finreflect_eval.data import Benchmark
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import JudgeSpec, Panel, judge_request, run_judges, votes_of
-from finreflect_eval.metrics import LETTERS, Item, aggregate, krippendorff_alpha
+from finreflect_eval.metrics import Item, aggregate, krippendorff_alpha
 from finreflect_eval.models import LM
-from finreflect_eval.resources import tasks_dir, timestamp, write_atomic
-from finreflect_eval.samples import Label
+from finreflect_eval.records import Case, JudgeAudit, ProbeSpan
+from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.schema import Triple
+from finreflect_eval.store import run_id, write_atomic
+from finreflect_eval.tables import markdown_table
 from finreflect_eval.tasks import Task
 
-FORMAT = "finreflect-eval-judge-audit/1"
 PROBES = ("position", "span_order", "verbosity", "leniency", "world_knowledge")
 PLANTED = ("leniency", "world_knowledge")  # probes whose items must all get 0
 VERBOSE_SUFFIX = " (as stated in this filing)"
 PANEL_ROW = "panel (majority)"
-
-
-class ProbeSpan(BaseModel):
-    """What a judge prompt shows of a span."""
-
-    span_id: str
-    ticker: str
-    section: str
-    text: str
-
-
-class Case(BaseModel):
-    """One judge call and what its verdicts are compared with."""
-
-    probe: str  # "gold", or the probe that made it
-    criterion: str
-    span: ProbeSpan
-    triples: list[Triple]
-    keys: list[str]  # per item: the gold item it restates (triple_id; span_id for C) or a new id
-    expected: list[Label | None]  # the gold label per item (0 for planted triples)
 
 
 # --- cases ---
@@ -79,21 +58,32 @@ def gold_cases(benchmark: Benchmark) -> list[Case]:
         if judgment.span_id in spans:
             grouped.setdefault((judgment.span_id, judgment.criterion), []).append(judgment)
     cases = []
+    order = list(CRITERIA)
     for (span_id, criterion), judgments in sorted(
-        grouped.items(), key=lambda kv: (kv[0][0], CRITERIA.index(kv[0][1]))
+        grouped.items(), key=lambda kv: (kv[0][0], order.index(kv[0][1]))
     ):
         span = spans[span_id]
         view = ProbeSpan(span_id=span_id, ticker=span.ticker, section=span.section, text=span.text)
         if criterion in TRIPLE_CRITERIA:
             judgments = sorted(judgments, key=lambda j: j.triple_id)
-            cases.append(Case(probe="gold", criterion=criterion, span=view,
-                              triples=[j.triple for j in judgments],
-                              keys=[j.triple_id for j in judgments],
-                              expected=[int(j.label) for j in judgments]))  # fmt: skip
+            triples = [j.triple for j in judgments]
+            keys = [j.triple_id for j in judgments]
+            expected: list[Label | None] = [int(j.label) for j in judgments]
         elif references.get(span_id):
-            cases.append(Case(probe="gold", criterion=criterion, span=view,
-                              triples=[t.triple for t in references[span_id]],
-                              keys=[span_id], expected=[judgments[0].label]))  # fmt: skip
+            triples = [t.triple for t in references[span_id]]
+            keys, expected = [span_id], [judgments[0].label]
+        else:
+            continue
+        cases.append(
+            Case(
+                probe="gold",
+                criterion=criterion,
+                span=view,
+                triples=triples,
+                keys=keys,
+                expected=expected,
+            )
+        )
     return cases
 
 
@@ -123,24 +113,28 @@ def probe_cases(gold: Sequence[Case], probes: Sequence[str], seed: int) -> list[
                 span = case.span.model_copy(update={"text": "\n\n".join(moved)})
                 cases.append(case.model_copy(update={"probe": "span_order", "span": span}))
         if "verbosity" in probes:
-            longer = [t.model_copy(update={"object": t.object + VERBOSE_SUFFIX})
-                      for t in case.triples]  # fmt: skip
+            longer = [
+                t.model_copy(update={"object": t.object + VERBOSE_SUFFIX}) for t in case.triples
+            ]
             cases.append(case.model_copy(update={"probe": "verbosity", "triples": longer}))
     spans = {case.span.span_id: case.span for case in gold}
     for span in spans.values():
         text = span.text.lower()
-        absent = {relation: [o for o in spec["objects"] if o.lower() not in text] or [""]
-                  for relation, spec in material["leniency"].items()}  # fmt: skip
+        absent = {
+            relation: [o for o in spec["objects"] if o.lower() not in text] or [""]
+            for relation, spec in material["leniency"].items()
+        }
         planted = {
             "leniency": [
                 (relation, rng("leniency", span.span_id).choice(absent[relation]), spec["type"])
                 for relation, spec in material["leniency"].items()
             ],
             "world_knowledge": [
-                tuple(fact) for fact in material["world_knowledge"].get(span.ticker, [])
+                tuple(fact)
+                for fact in material["world_knowledge"].get(span.ticker, [])
                 if str(fact[1]).lower() not in text
             ],
-        }  # fmt: skip
+        }
         for probe in PLANTED:
             triples = [
                 Triple(subject=span.ticker, subject_type="ORG", relation=r, object=o, object_type=t)
@@ -148,10 +142,16 @@ def probe_cases(gold: Sequence[Case], probes: Sequence[str], seed: int) -> list[
                 if o
             ]
             if probe in probes and triples:
-                cases.append(Case(probe=probe, criterion="faithfulness", span=span,
-                                  triples=triples,
-                                  keys=[f"{probe}:{span.span_id}:{i}" for i in range(len(triples))],
-                                  expected=[0] * len(triples)))  # fmt: skip
+                keys = [f"{probe}:{span.span_id}:{i}" for i in range(len(triples))]
+                case = Case(
+                    probe=probe,
+                    criterion="faithfulness",
+                    span=span,
+                    triples=triples,
+                    keys=keys,
+                    expected=[0] * len(triples),
+                )
+                cases.append(case)
     return cases
 
 
@@ -178,7 +178,7 @@ def run_audit(
     seed: int = 1234,
     limit: int | None = None,
     cache_path: Path | None = None,
-) -> dict[str, Any]:
+) -> JudgeAudit:
     """Judge every case with every judge; returns the audit (cases, verdicts, report)."""
     unknown = sorted(set(probes) - set(PROBES))
     if unknown:
@@ -213,23 +213,24 @@ def run_audit(
     answers = run_judges(panel, cache_path, ask)
     verdicts = {name: answer[0] for name, answer in answers.items()}
     calls = {name: answer[1] for name, answer in answers.items()}
-    audit = {
-        "format": FORMAT,
-        "date": timestamp(),
-        "panel": {"panel": panel.panel, "official": panel.official,
-                  "members": [j.model_dump() for j in panel.judges]},
-        "task": {"name": task.name, "hash": task.hash},
-        "dataset": {"id": benchmark.dataset, "split": benchmark.split,
-                    "revision": benchmark.revision, "fingerprint": benchmark.fingerprint,
-                    "limit": limit},
-        "probes": list(probes),
-        "seed": seed,
-        "finreflect_eval_version": __version__,
-        "cases": [case.model_dump(mode="json") for case in cases],
-        "verdicts": verdicts,
-        "calls": calls,
-    }  # fmt: skip
-    audit["report"] = compute_report(audit)
+    audit = JudgeAudit(
+        date=run_id(),
+        panel={
+            "panel": panel.panel,
+            "official": panel.official,
+            "members": [j.model_dump() for j in panel.judges],
+        },
+        task={"name": task.name, "hash": task.hash},
+        dataset=benchmark.info(limit),
+        probes=list(probes),
+        seed=seed,
+        finreflect_eval_version=__version__,
+        cases=cases,
+        verdicts=verdicts,
+        calls=calls,
+        report={},
+    )
+    audit.report = compute_report(audit)
     return audit
 
 
@@ -276,19 +277,27 @@ def _rate(hits: int, n: int) -> dict[str, Any]:
     }
 
 
-def compute_report(audit: dict[str, Any]) -> dict[str, Any]:
-    cases = [Case.model_validate(case) for case in audit["cases"]]
-    judges = list(audit["verdicts"])
+def compute_report(audit: JudgeAudit) -> dict[str, Any]:
+    """Per judge and for the panel majority: accuracy, κ, false accept/reject per criterion,
+    flip rate per probe, call costs; and α per criterion. A pure function of the audit's cases,
+    verdicts and calls."""
+    cases = audit.cases
+    judges = list(audit.verdicts)
     # The panel majority is one more "judge" for every measure.
-    rows = dict(audit["verdicts"])
+    rows = dict(audit.verdicts)
     rows[PANEL_ROW] = [
-        [aggregate({j: audit["verdicts"][j][c][i] for j in judges}).label
-         for i in range(len(case.keys))]
+        [
+            aggregate({j: audit.verdicts[j][c][i] for j in judges}).label
+            for i in range(len(case.keys))
+        ]
         for c, case in enumerate(cases)
-    ]  # fmt: skip
-    base = {(case.criterion, case.span.span_id, key): (c, i)
-            for c, case in enumerate(cases) if case.probe == "gold"
-            for i, key in enumerate(case.keys)}  # fmt: skip
+    ]
+    base = {
+        (case.criterion, case.span.span_id, key): (c, i)
+        for c, case in enumerate(cases)
+        if case.probe == "gold"
+        for i, key in enumerate(case.keys)
+    }
     report: dict[str, Any] = {"judges": {}}
     for name, verdicts in rows.items():
         criteria = {}
@@ -315,7 +324,7 @@ def compute_report(audit: dict[str, Any]) -> dict[str, Any]:
                 entry["false_reject"] = _rate(sum(a == 0 for a in good), len(good))
             criteria[criterion] = entry
         probes = {}
-        for probe in audit["probes"]:
+        for probe in audit.probes:
             flips = n = 0
             for c, case in enumerate(cases):
                 if case.probe != probe:
@@ -333,7 +342,7 @@ def compute_report(audit: dict[str, Any]) -> dict[str, Any]:
                     flips += verdict != reference
             probes[probe] = _rate(flips, n)
         report["judges"][name] = {"criteria": criteria, "probes": probes}
-        stats = audit["calls"].get(name)
+        stats = audit.calls.get(name)
         if stats:
             per_call = max(stats["n_calls"], 1)
             report["judges"][name]["calls"] = {
@@ -345,13 +354,16 @@ def compute_report(audit: dict[str, Any]) -> dict[str, Any]:
             }
     report["agreement"] = {
         criterion: krippendorff_alpha(
-            [Item(case.span.span_id, criterion, i, {j: audit["verdicts"][j][c][i] for j in judges})
-             for c, case in enumerate(cases) if case.probe == "gold" and case.criterion == criterion
-             for i in range(len(case.keys))],
+            [
+                Item(case.span.span_id, criterion, i, {j: audit.verdicts[j][c][i] for j in judges})
+                for c, case in enumerate(cases)
+                if case.probe == "gold" and case.criterion == criterion
+                for i in range(len(case.keys))
+            ],
             judges,
         )
         for criterion in CRITERIA
-    }  # fmt: skip
+    }
     return report
 
 
@@ -359,34 +371,34 @@ def _percent(value: float | None) -> str:
     return "—" if value is None else f"{100 * value:.0f}%"
 
 
-def audit_table(audit: dict[str, Any]) -> str:
+def audit_table(audit: JudgeAudit) -> str:
     """Rows: each judge and the panel majority; columns: accuracy and κ per criterion, flip rate
     per probe, and α within the panel (panel row)."""
-    report = audit["report"]
-    short = LETTERS
+    report = audit.report
     header = ["judge"]
-    for s in short.values():
-        header += [f"acc {s}", f"κ {s}"]
-    header += [f"flip {p}" for p in audit["probes"]] + ["α F/P/R/C"]
+    for criterion in CRITERIA.values():
+        header += [f"acc {criterion.letter}", f"κ {criterion.letter}"]
+    header += [f"flip {p}" for p in audit.probes] + ["α F/P/R/C"]
+    alphas = "/".join(
+        "—" if a["alpha"] is None else f"{a['alpha']:.2f}" for a in report["agreement"].values()
+    )
     rows = []
     for name, entry in report["judges"].items():
         row = [name]
-        for criterion in short:
+        for criterion in CRITERIA:
             values = entry["criteria"][criterion]
             kappa = values["kappa"]
             row += [_percent(values["accuracy"]), "—" if kappa is None else f"{kappa:.2f}"]
-        row += [_percent(entry["probes"][p]["rate"]) for p in audit["probes"]]
-        alphas = "/".join("—" if a["alpha"] is None else f"{a['alpha']:.2f}"
-                          for a in report["agreement"].values())  # fmt: skip
+        row += [_percent(entry["probes"][p]["rate"]) for p in audit.probes]
         row.append(alphas if name == PANEL_ROW else "")
         rows.append(row)
-    note = "" if audit["panel"]["official"] else " (not an official panel)"
-    return f"\njudge audit: panel {audit['panel']['panel']}{note}\n" + markdown_table(header, rows)
+    note = "" if audit.panel["official"] else " (not an official panel)"
+    return f"\njudge audit: panel {audit.panel['panel']}{note}\n" + markdown_table(header, rows)
 
 
-def write_audit(audit: dict[str, Any], output_path: Path) -> Path:
+def write_audit(audit: JudgeAudit, output_path: Path) -> Path:
     output_path.mkdir(parents=True, exist_ok=True)
-    path = output_path / f"judge_audit_{audit['date']}.json"
-    write_atomic(path, json.dumps(audit, indent=1, ensure_ascii=False) + "\n")
-    write_atomic(output_path / f"judge_audit_{audit['date']}.md", audit_table(audit) + "\n")
+    path = output_path / f"judge_audit_{audit.date}.json"
+    write_atomic(path, audit.model_dump_json(indent=1) + "\n")
+    write_atomic(output_path / f"judge_audit_{audit.date}.md", audit_table(audit) + "\n")
     return path

@@ -47,19 +47,19 @@ def _dataset_push(args: argparse.Namespace) -> None:
 
 
 def _tasks_list(args: argparse.Namespace) -> None:
-    from finreflect_eval.data import markdown_table
+    from finreflect_eval.tables import markdown_table
     from finreflect_eval.tasks import TaskIndex
 
     index = TaskIndex(args.include_path)
     rows = [
-        [task.name, task.config.mode, task.config.dataset_path, task.config.version, task.path]
+        [task.name, task.config.mode, ", ".join(task.config.tag), task.config.version, task.path]
         for task in index.tasks.values()
     ]
     rows += [
         [group.group, "group: " + ", ".join(group.task), "", group.metadata.get("version", ""), ""]
         for group in index.groups.values()
     ]
-    print(markdown_table(["name", "mode", "dataset", "version", "file"], rows))
+    print(markdown_table(["name", "mode", "tags", "version", "file"], rows))
 
 
 def _tasks_validate(args: argparse.Namespace) -> None:
@@ -78,47 +78,62 @@ def _tasks_validate(args: argparse.Namespace) -> None:
 
 
 def _extract(args: argparse.Namespace) -> None:
-    from finreflect_eval.evaluator import extract
+    from finreflect_eval.evaluator import extract, summary_table
 
-    manifest = extract(_run_config(args))
-    print(f"samples and manifest written to {manifest.parent}")
+    run = extract(_run_config(args))
+    print(summary_table(run))
+    print(f"samples and manifest written to {run.folder}")
 
 
 def _judge(args: argparse.Namespace) -> None:
-    from finreflect_eval.evaluator import DEFAULT_CACHE, judge
+    from finreflect_eval.evaluator import default_cache, judge
+    from finreflect_eval.sharding import load_runs
 
-    cache = None if args.no_cache else (args.cache or DEFAULT_CACHE)
-    run = judge(
-        args.samples,
-        args.judges,
-        cache=cache,
-        include_paths=args.include_path,
-        endpoints=_endpoints(args),
-    )
-    print(f"votes of panel '{args.judges or run.manifest['judging']['panel']}' added to the "
-          f"samples in {run.folder}")  # fmt: skip
+    run = load_runs(args.samples)
+    cache = None if args.no_cache else (args.cache or default_cache(run))
+    judged = judge(run, _panel(args, run), cache=cache, include_paths=args.include_path)
+    panel = list(judged.manifest.judging)[-1]
+    print(f"votes of panel '{panel}' added to the samples in {judged.folder}")
 
 
 def _score(args: argparse.Namespace) -> None:
     from finreflect_eval.evaluator import score
+    from finreflect_eval.scoring import results_table
+    from finreflect_eval.sharding import load_runs
 
-    score(args.samples)
+    run = load_runs(args.samples)
+    results = score(run, args.judges)
+    print(results_table(results))
+    print(f"results, samples and review queues in {run.folder}")
 
 
 def _run(args: argparse.Namespace) -> None:
-    from finreflect_eval.evaluator import run
+    from finreflect_eval.evaluator import evaluate
+    from finreflect_eval.scoring import results_table
 
-    run(_run_config(args), args.judges, _endpoints(args))
+    config = _run_config(args)
+    run, results = evaluate(config, _panel(args, config))
+    print(results_table(results))
+    print(f"results, samples and review queues in {run.folder}")
+
+
+def _upgrade(args: argparse.Namespace) -> None:
+    from finreflect_eval.upgrade import upgrade_run
+
+    for written in upgrade_run(args.folder, include_paths=args.include_path):
+        print(f"wrote {written}")
 
 
 def _submit(args: argparse.Namespace) -> None:
     from finreflect_eval.leaderboard import submit
 
-    target = submit(args.results, args.leaderboard, hub_repo=args.hub_repo, dry_run=args.dry_run)
+    target, pull_request = submit(
+        args.results, args.leaderboard, hub_repo=args.hub_repo, dry_run=args.dry_run
+    )
     if args.dry_run:
         print(f"accepted (dry run): would be written to {target}")
     elif args.hub_repo:
-        print(f"submitted to {args.hub_repo} as a pull request")
+        print(f"submitted to {args.hub_repo}: {pull_request}")
     else:
         print(f"accepted: {target}; {args.leaderboard / 'index.html'} rebuilt")
 
@@ -137,34 +152,66 @@ def _audit_judges(args: argparse.Namespace) -> None:
 
     probes = PROBES if args.probes == "all" else [p for p in args.probes.split(",") if p]
     task = TaskIndex(args.include_path).resolve([args.task])[0]
+    panel = _panel(args, None)
     benchmark = load_benchmark(args.dataset, split=args.split, limit=args.limit)
     cache = None if args.no_cache else (args.cache or args.output_path / "cache.sqlite")
     audit = run_audit(
-        _panel(args), task, benchmark, probes=probes, seed=args.seed, limit=args.limit,
-        cache_path=None if cache is None else Path(cache),
-    )  # fmt: skip
+        panel,
+        task,
+        benchmark,
+        probes=probes,
+        seed=args.seed,
+        limit=args.limit,
+        cache_path=cache,
+    )
     path = write_audit(audit, args.output_path)
     print(audit_table(audit))
     print(f"\naudit written to {path}")
 
 
 def _run_config(args: argparse.Namespace):
-    from finreflect_eval.evaluator import DEFAULT_CACHE, RunConfig
+    from finreflect_eval.evaluator import RunConfig
     from finreflect_eval.models import ModelSpec, parse_model_args
     from finreflect_eval.sharding import Shard
 
-    return RunConfig(
+    config = RunConfig(
         model=ModelSpec.from_cli(args.model, args.backend, args.model_args),
         tasks=[name for item in args.tasks for name in item.split(",") if name],
         dataset=args.dataset,
         limit=args.limit,
         output_path=args.output_path,
-        cache=None if args.no_cache else (args.cache or DEFAULT_CACHE),
         include_paths=args.include_path,
         seed=args.seed,
         gen_kwargs=parse_model_args(args.gen_kwargs),
         shard=Shard.parse(args.shard) if args.shard else None,
     )
+    config.cache = None if args.no_cache else (args.cache or config.default_cache())
+    return config
+
+
+def _panel(args: argparse.Namespace, source):
+    """The judge panel: `--judges`, else the one the tasks name (of a run config, or of a saved
+    run); `--judge-endpoints` moves judges to servers."""
+    from finreflect_eval.judging import load_panel
+    from finreflect_eval.models import parse_model_args
+    from finreflect_eval.tasks import TaskIndex
+
+    name = args.judges
+    if name is None:
+        index = TaskIndex(args.include_path)
+        tasks = source.tasks if hasattr(source, "tasks") else list(source.manifest.tasks)
+        named = {task.config.judges for task in index.resolve(tasks)}
+        if len(named) != 1:
+            raise FinReflectError(
+                f"cannot choose a judge panel from the tasks ({', '.join(sorted(named))}): "
+                "choose one with --judges"
+            )
+        name = named.pop()
+    panel = load_panel(name)
+    if args.judge_endpoints:
+        urls = parse_model_args(args.judge_endpoints)
+        panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})
+    return panel
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -195,7 +242,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_cache(parser: argparse.ArgumentParser, default: str) -> None:
     cache = parser.add_mutually_exclusive_group()
-    cache.add_argument("--cache", help=f"SQLite response cache file (default: {default})")
+    cache.add_argument(
+        "--cache", type=Path, help=f"SQLite response cache file (default: {default})"
+    )
     cache.add_argument("--no-cache", action="store_true", help="call the models for everything")
 
 
@@ -212,9 +261,12 @@ def _add_include_path(parser: argparse.ArgumentParser) -> None:
 
 def _add_leaderboard(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--leaderboard", type=Path, default=Path("leaderboard"), metavar="DIR",
+        "--leaderboard",
+        type=Path,
+        default=Path("leaderboard"),
+        metavar="DIR",
         help="leaderboard folder (default: leaderboard)",
-    )  # fmt: skip
+    )
 
 
 def _add_judges(parser: argparse.ArgumentParser, required: bool = False) -> None:
@@ -230,22 +282,6 @@ def _add_judges(parser: argparse.ArgumentParser, required: bool = False) -> None
         help="serve these judges of the panel at OpenAI-compatible endpoints (e.g. `vllm serve`),"
         " which then run concurrently: qwen3-235b-a22b=http://node1:8000/v1,...",
     )
-
-
-def _endpoints(args: argparse.Namespace) -> dict[str, str] | None:
-    from finreflect_eval.models import parse_model_args
-
-    if not args.judge_endpoints:
-        return None
-    return {name: str(url) for name, url in parse_model_args(args.judge_endpoints).items()}
-
-
-def _panel(args: argparse.Namespace):
-    from finreflect_eval.judging import load_panel
-
-    panel = load_panel(args.judges)
-    endpoints = _endpoints(args)
-    return panel.at_endpoints(endpoints) if endpoints else panel
 
 
 def _add_samples(parser: argparse.ArgumentParser) -> None:
@@ -287,7 +323,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_samples(judge)
     _add_judges(judge)
-    _add_cache(judge, "cache.sqlite beside DIR")
+    _add_cache(judge, "the one the extraction used")
     _add_include_path(judge)
     judge.set_defaults(func=_judge)
 
@@ -295,7 +331,15 @@ def build_parser() -> argparse.ArgumentParser:
         "score", help="recompute every score from judged samples (no model)"
     )
     _add_samples(score)
+    score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
     score.set_defaults(func=_score)
+
+    upgrade = commands.add_parser(
+        "upgrade", help="convert a run folder written by an older finreflect-eval"
+    )
+    upgrade.add_argument("folder", type=Path, metavar="DIR", help="the run folder")
+    _add_include_path(upgrade)
+    upgrade.set_defaults(func=_upgrade)
 
     tasks = commands.add_parser("tasks", help="list and validate tasks")
     tasks_commands = tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
@@ -328,9 +372,10 @@ def build_parser() -> argparse.ArgumentParser:
     audit.add_argument("--split", default="test", help="default: test")
     audit.add_argument("--limit", type=_positive_int, help="first N spans")
     audit.add_argument(
-        "--probes", default="all", help="all, or a comma list of: position, span_order, "
-        "verbosity, leniency, world_knowledge",
-    )  # fmt: skip
+        "--probes",
+        default="all",
+        help="all, or a comma list of: position, span_order, verbosity, leniency, world_knowledge",
+    )
     audit.add_argument(
         "--task", default="finreflect_single_pass", help="whose judge prompts to use"
     )

@@ -3,10 +3,6 @@ make one line out of other libraries' errors."""
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
-
-import yaml
 from pydantic import ValidationError
 
 
@@ -28,16 +24,3 @@ def first_invalid_field(exc: ValidationError, top: str = "(top level)") -> str:
     error = exc.errors()[0]
     field = ".".join(str(part) for part in error["loc"]) or top
     return f"field '{field}': {error['msg']}"
-
-
-def load_yaml(path: Path, what: str) -> Any:
-    """Parse a YAML file; errors name the file (and the line) in one line."""
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FinReflectError(f"cannot read {what} {path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or first_line(str(exc))
-        raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc

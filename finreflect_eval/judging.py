@@ -21,8 +21,9 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
 
-from finreflect_eval.data import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
-from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
+from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
+from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.extraction import model_call
 from finreflect_eval.models import (
     LM,
     GenerationRequest,
@@ -31,9 +32,10 @@ from finreflect_eval.models import (
     get_backend,
     load_model,
 )
-from finreflect_eval.resources import tasks_dir
-from finreflect_eval.samples import ModelCall, SampleRecord, SavedRun, Vote
-from finreflect_eval.tasks import GenerationKwargs, Task, TaskIndex
+from finreflect_eval.records import JudgeMember, Judging, SampleRecord, Vote
+from finreflect_eval.resources import load_yaml, tasks_dir
+from finreflect_eval.store import Run
+from finreflect_eval.tasks import GenerationKwargs, Task
 
 logger = logging.getLogger(__name__)
 
@@ -191,13 +193,13 @@ def judge_request(
 def judge_requests(
     task: Task, record: SampleRecord, judge: JudgeSpec, generation: GenerationKwargs
 ) -> dict[str, GenerationRequest]:
-    """The calls of one judge about one span, by criterion. A span without triples gets no
-    call (see NO_TRIPLES_VOTE)."""
+    """The calls of one judge about one span, by criterion (those of the task's metric list).
+    A span without triples gets no call (see NO_TRIPLES_VOTE)."""
     if not record.triples:
         return {}
     return {
         criterion: judge_request(task, criterion, record, record.triples, judge, generation)
-        for criterion in CRITERIA
+        for criterion in task.criteria
     }
 
 
@@ -251,36 +253,30 @@ def run_judges(
     return {spec.name: done[spec.name] for spec in panel.judges}
 
 
-def judge(
-    run: SavedRun,
-    panel: Panel,
-    *,
-    cache_path: Path | None,
-    include_paths: list[Path] | None = None,
-) -> SavedRun:
-    """Add every judge's votes to the run's records (replacing an earlier panel's) and save."""
-    index = TaskIndex(include_paths)
-    tasks = {}
-    for name, info in run.manifest["tasks"].items():
-        if name not in index.tasks:
-            raise FinReflectError(
-                f"task '{name}' of {run.folder} is unknown here (missing --include-path?)"
-            )
-        task = tasks[name] = index.tasks[name]
+def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, Task]) -> Run:
+    """Add every judge's votes on the criteria of each task's metric list to the run's records,
+    kept under the panel's name (another panel's votes stay beside them), and save the run.
+    `tasks`: the run's tasks by name, as loaded now."""
+    for name, info in run.manifest.tasks.items():
+        task = tasks[name]
         if not task.config.judge_prompts:
             raise FinReflectError(f"{task.path}: field 'judge_prompts': the task has none")
-        if task.hash != info["hash"]:
-            logger.warning("task %s changed since extraction (hash %s, was %s)", name,
-                           task.hash, info["hash"])  # fmt: skip
-    earlier = run.manifest.get("judging", {}).get("panel")
-    if earlier and earlier != panel.panel:
-        logger.warning("replacing the votes of panel '%s' with those of '%s'", earlier, panel.panel)
-    records = [record for name in tasks for record in run.records[name]]
+        if task.hash != info.hash:
+            logger.warning(
+                "task %s changed since extraction (hash %s, was %s)", name, task.hash, info.hash
+            )
+    if panel.panel in run.manifest.judging:
+        logger.warning(
+            "panel '%s' judges this run again: its earlier votes are replaced", panel.panel
+        )
+    records = [record for name in run.manifest.tasks for record in run.records[name]]
     for record in records:
-        record.votes = {criterion: {} for criterion in CRITERIA}
-        record.judge_calls = []
-        if not record.triples:
-            record.votes["comprehensiveness"] = {j.name: [NO_TRIPLES_VOTE] for j in panel.judges}
+        criteria = tasks[record.task].criteria
+        record.votes[panel.panel] = {criterion: {} for criterion in criteria}
+        record.judge_calls[panel.panel] = []
+        if not record.triples and "comprehensiveness" in criteria:
+            no_triples = {judge.name: [NO_TRIPLES_VOTE] for judge in panel.judges}
+            record.votes[panel.panel]["comprehensiveness"] = no_triples
 
     def vote(spec: JudgeSpec, lm: LM) -> tuple[list[tuple], list[GenerationResult], float]:
         started = time.perf_counter()
@@ -297,21 +293,27 @@ def judge(
 
     seconds: dict[str, float] = {}
     for name, (calls, results, elapsed) in run_judges(panel, cache_path, vote).items():
-        for (record, criterion, _), result in zip(calls, results, strict=True):
-            record.votes[criterion][name] = votes_of(criterion, len(record.triples), result)
-            record.judge_calls.append(ModelCall.of(f"judge:{criterion}", result, model=name))
-        seconds[name] = elapsed
+        for (record, criterion, request), result in zip(calls, results, strict=True):
+            votes = votes_of(criterion, len(record.triples), result)
+            record.votes[panel.panel][criterion][name] = votes
+            call = model_call(f"judge:{criterion}", result, request, model=name)
+            record.judge_calls[panel.panel].append(call)
+        seconds[name] = round(elapsed, 3)
 
-    run.manifest["judging"] = {
-        "panel": panel.panel,
-        "official": panel.official,
-        "description": panel.description,
-        "judges": [
-            {**spec.model_dump(), "generation_kwargs": panel.generation(spec).model_dump()}
+    run.manifest.judging[panel.panel] = Judging(
+        panel=panel.panel,
+        official=panel.official,
+        description=panel.description,
+        judges=[
+            JudgeMember(
+                **spec.model_dump(exclude={"generation_kwargs"}),
+                generation_kwargs=panel.generation(spec).model_dump(),
+            )
             for spec in panel.judges
         ],
-        "task_hashes": {name: task.hash for name, task in tasks.items()},
-        "seconds": {name: round(value, 3) for name, value in seconds.items()},
-    }
-    run.save()
+        criteria=[c for c in CRITERIA if any(c in tasks[t].criteria for t in run.manifest.tasks)],
+        task_hashes={name: tasks[name].hash for name in run.manifest.tasks},
+        seconds=seconds,
+    )
+    run.store.save(run)
     return run

@@ -1,5 +1,5 @@
-"""Scores from votes: majority aggregation, micro/macro averages with bootstrap CIs, per-judge
-scores, Krippendorff's α, CheckRules and reference overlap. Pure functions of the samples.
+"""The statistics behind the scores: majority aggregation, micro/macro averages with bootstrap
+CIs, per-judge scores, Krippendorff's α, CheckRules and reference overlap. Pure functions.
 
 Aggregation (DESIGN.md §7): an item (a triple on one criterion, or a span on comprehensiveness)
 takes the label more than half of its valid votes agree on. A failed judge call is an
@@ -7,8 +7,9 @@ abstention; an item with fewer than two valid votes is unscored (and counted). W
 majority the item takes the most conservative of its labels and is flagged. Any disagreement
 between valid votes flags the item for human review.
 
-Scores are ×100: faithfulness, precision and relevance micro-averaged over all triples;
-comprehensiveness macro-averaged over spans with good = 1, partial = 0.5, poor = 0.
+Scores are ×100: by default (finreflect_eval.criteria) faithfulness, precision and relevance
+are micro-averaged over all triples, comprehensiveness macro-averaged over spans with good = 1,
+partial = 0.5, poor = 0.
 """
 
 from __future__ import annotations
@@ -22,14 +23,9 @@ from typing import Any
 
 import numpy as np
 
-from finreflect_eval.data import CRITERIA
-from finreflect_eval.samples import Label, SampleRecord
+from finreflect_eval.criteria import CRITERIA, LEVEL_SCORES, Aggregation, Label
 from finreflect_eval.schema import summarize_rule_checks
 
-LEVEL_SCORES = {"good": 1.0, "partial": 0.5, "poor": 0.0}
-LETTERS = {"faithfulness": "F", "precision": "P", "relevance": "R", "comprehensiveness": "C"}
-AGGREGATION = {"faithfulness": "micro", "precision": "micro", "relevance": "micro",
-               "comprehensiveness": "macro"}  # fmt: skip
 BOOTSTRAP_ITERS = 1000
 CONFIDENCE = 0.95
 # The same scores as an `evaluate` metric: evaluate.load(str(EVALUATE_MODULE)).
@@ -81,21 +77,6 @@ def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
     return Outcome(label, unanimous=unanimous, split=split, no_majority=no_majority)
 
 
-def items_of(records: Iterable[SampleRecord], judges: Sequence[str]) -> list[Item]:
-    """Every judged item of the records, with the votes of the panel's judges (only theirs)."""
-    items = []
-    for record in records:
-        for criterion in CRITERIA:
-            by_judge = record.votes.get(criterion, {})
-            n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
-            for index in range(n_items):
-                cast = {j: by_judge.get(j, [])[index : index + 1] for j in judges}
-                votes = {j: vote[0].verdict if vote else None for j, vote in cast.items()}
-                synthetic = all(vote and vote[0].synthetic for vote in cast.values())
-                items.append(Item(record.span_id, criterion, index, votes, synthetic))
-    return items
-
-
 # --- averages and confidence intervals over spans ---
 
 
@@ -118,17 +99,18 @@ def macro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
     return float(np.mean(means)) if means else None
 
 
-def bootstrap_ci(
+def bootstrap(
     per_span: Mapping[str, Sequence[float]],
-    aggregation: str,
+    aggregation: Aggregation,
     *,
     seed: int,
     iterations: int = BOOTSTRAP_ITERS,
-) -> list[float] | None:
-    """Percentile CI of the average, resampling spans with replacement (seeded)."""
+) -> tuple[list[float] | None, float | None]:
+    """The percentile CI and the standard error (the statistics' standard deviation) of the
+    average, resampling spans with replacement (seeded); ×100."""
     groups = [np.asarray(s, dtype=float) for s in per_span.values() if len(s)]
     if not groups:
-        return None
+        return None, None
     rng = np.random.default_rng(seed)
     picks = rng.integers(0, len(groups), size=(iterations, len(groups)))
     if aggregation == "micro":
@@ -139,7 +121,7 @@ def bootstrap_ci(
         stats = np.array([g.mean() for g in groups])[picks].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(stats, [tail, 100 - tail])
-    return [_pct(low), _pct(high)]
+    return [_pct(low), _pct(high)], _pct(np.std(stats, ddof=1))
 
 
 def _pct(value: float | None) -> float | None:
@@ -185,6 +167,7 @@ def krippendorff_alpha(items: Sequence[Item], judges: Sequence[str]) -> dict[str
 class CriterionScores:
     score: float | None
     ci: list[float] | None
+    stderr: float | None
     n_items: int
     n_scored: int
     unanimous: int
@@ -196,15 +179,19 @@ class CriterionScores:
 
 
 def score_criterion(
-    items: Sequence[Item], criterion: str, judges: Sequence[str], *, seed: int
+    items: Sequence[Item],
+    judges: Sequence[str],
+    *,
+    aggregation: Aggregation,
+    seed: int,
 ) -> CriterionScores:
-    mine = [item for item in items if item.criterion == criterion]
-    outcomes = [aggregate(item.votes) for item in mine]
-    average = micro_average if AGGREGATION[criterion] == "micro" else macro_average
-    scored = zip(mine, outcomes, strict=True)
+    """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
+    α. Items labelled by rule count in the score, not in what measures the judges."""
+    outcomes = [aggregate(item.votes) for item in items]
+    average = micro_average if aggregation == "micro" else macro_average
+    scored = zip(items, outcomes, strict=True)
     per_span = _per_span((item.span_id, o.score) for item, o in scored if o.scored)
-    # Items labelled by rule count in the score, not in what measures the judges themselves.
-    judged = [(item, o) for item, o in zip(mine, outcomes, strict=True) if not item.synthetic]
+    judged = [(item, o) for item, o in zip(items, outcomes, strict=True) if not item.synthetic]
     per_judge = {
         judge: _pct(
             average(
@@ -217,10 +204,12 @@ def score_criterion(
         )
         for judge in judges
     }
+    ci, stderr = bootstrap(per_span, aggregation, seed=seed)
     return CriterionScores(
         score=_pct(average(per_span)),
-        ci=bootstrap_ci(per_span, AGGREGATION[criterion], seed=seed),
-        n_items=len(mine),
+        ci=ci,
+        stderr=stderr,
+        n_items=len(items),
         n_scored=sum(o.scored for o in outcomes),
         unanimous=sum(o.unanimous for _, o in judged),
         split=sum(o.split for _, o in judged),
@@ -232,10 +221,15 @@ def score_criterion(
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
-    """Every criterion's score, CI, counts, per-judge scores and α."""
+    """Every criterion's scores (default averaging), for items of any criteria."""
     return {
-        criterion: score_criterion(items, criterion, judges, seed=seed).__dict__
-        for criterion in CRITERIA
+        name: score_criterion(
+            [item for item in items if item.criterion == name],
+            judges,
+            aggregation=criterion.aggregation,
+            seed=seed,
+        ).__dict__
+        for name, criterion in CRITERIA.items()
     }
 
 
@@ -250,7 +244,7 @@ def _key(triple: Any) -> tuple[str, str, str]:
     return (_normalise(triple.subject), triple.relation.lower(), _normalise(triple.object))
 
 
-def reference_overlap(records: Sequence[SampleRecord]) -> dict[str, float | None]:
+def reference_overlap(records: Sequence[Any]) -> dict[str, float | None]:
     """Precision and recall (×100, micro over spans) of normalised (subject, relation, object)
     against the reference triples; None where there is nothing to divide by."""
     predicted = matched = reference = 0
@@ -265,7 +259,9 @@ def reference_overlap(records: Sequence[SampleRecord]) -> dict[str, float | None
     }
 
 
-def extraction_metrics(records: Sequence[SampleRecord]) -> dict[str, Any]:
+def extraction_metrics(records: Sequence[Any]) -> dict[str, Any]:
+    """Metrics of the extracted triples themselves (records with `triples`, `reference`,
+    `rule_checks` and `failed`)."""
     rules = summarize_rule_checks([check for r in records for check in r.rule_checks])
     n = len(records)
     return {

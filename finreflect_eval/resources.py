@@ -1,4 +1,4 @@
-"""Where the files that ship with the package live.
+"""Where the files that ship with the package live, and how its YAML data files are read.
 
 In a wheel, `tasks/` and `dataset_card.md` are copied into `finreflect_eval/_bundled/`; in a
 source checkout (or an editable install) they sit at the top of the repository.
@@ -7,6 +7,7 @@ source checkout (or an editable install) they sit at the top of the repository.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -25,40 +26,22 @@ def sample_dir() -> Path:
     return PACKAGE_DIR / "sample"
 
 
-def newest(path: Path, pattern: str, hint: str) -> Path:
-    """`path` itself, or when it is a folder, its newest file matching `pattern` (file names
-    carry a sortable date); `hint` says which command writes such files."""
-    if not path.is_dir():
-        return path
-    found = sorted(path.glob(pattern))
-    if not found:
-        from finreflect_eval.errors import FinReflectError
+def load_yaml(path: Path, what: str) -> Any:
+    """Parse a YAML data file (a task, panel, schema or probe file); errors name the file and
+    the line, in one line."""
+    import yaml
 
-        raise FinReflectError(f"{path}: no {pattern} here ({hint})")
-    return found[-1]
+    from finreflect_eval.errors import FinReflectError, first_line
 
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write through a temporary file and a rename: a killed write leaves the old file whole."""
-    import os
-
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
-def spreadsheet_safe(value: object) -> object:
-    """A CSV text cell that a spreadsheet would run as a formula, quoted (CSV injection)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-def timestamp() -> str:
-    """The UTC time as used in output file names (`2026-12-03T07-16-18`)."""
-    from datetime import datetime, timezone
-
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H-%M-%S")
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise FinReflectError(f"cannot read {what} {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or first_line(str(exc))
+        raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc
 
 
 def cache_root() -> Path:

@@ -16,8 +16,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
 
-from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
-from finreflect_eval.resources import tasks_dir
+from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.resources import load_yaml, tasks_dir
 
 MAX_ENTITY_WORDS = 5
 # Long enough for any ≤ 5-word entity; bounded so constrained output can't run away.
@@ -144,9 +144,19 @@ def load_schema(path: str | Path | None = None) -> KGSchema:
 
 _PRONOUNS = {"we", "us", "our", "ours", "it", "its", "they", "them", "their", "this", "these"}
 _GENERIC_NOUNS = {
-    "company", "registrant", "corporation", "group", "firm", "entity", "business", "issuer",
-    "organization", "management", "subsidiary", "subsidiaries",
-}  # fmt: skip
+    "company",
+    "registrant",
+    "corporation",
+    "group",
+    "firm",
+    "entity",
+    "business",
+    "issuer",
+    "organization",
+    "management",
+    "subsidiary",
+    "subsidiaries",
+}
 _DETERMINERS = {"the", "a", "an", "our", "its", "this", "such"}
 CHECK_RULES = ("subject_reference", "entity_length", "entity_schema", "relation_schema")
 

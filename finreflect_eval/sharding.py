@@ -3,20 +3,23 @@
 vLLM runs one model per process (it refuses `data_parallel_size > 1` in one process), so a model
 runs data-parallel as N processes: `--shard i/N` takes every N-th span of each task, starting at
 the i-th (in dataset order), so the shards are balanced, disjoint and together the whole split.
-Each shard writes its own folder and cache; `merge` puts the records back in dataset order and
-refuses overlaps and gaps, so the merged run scores exactly like an unsharded one.
+Each shard writes its own folder and cache; `merge` puts the records back in dataset order (by
+their `doc_id`) and refuses overlaps and gaps, so the merged run scores exactly like an
+unsharded one.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.samples import SavedRun
+from finreflect_eval.store import Run, RunStore, load_run
 
 T = TypeVar("T")
 
@@ -55,41 +58,43 @@ def span_list(span_ids: list[str]) -> dict[str, Any]:
     return {"count": len(span_ids), "sha256": digest}
 
 
-def load_runs(paths: list[Path]) -> SavedRun:
+def load_runs(paths: list[Path]) -> Run:
     """One run from a run folder (or manifest), or the merge of several shards' runs, saved
     into their common parent folder."""
-    runs = [SavedRun.load(path) for path in paths]
+    runs = [load_run(path) for path in paths]
     if len(runs) == 1:
         return runs[0]
     merged = merge(runs)
-    merged.save()
+    merged.store.save(merged)
     return merged
 
 
-def merge(runs: list[SavedRun]) -> SavedRun:
-    """The shards' records interleaved back into dataset order, in one run in their common
-    parent folder. Refuses shards of different runs, a shard given twice, and missing shards."""
-    shards = {}
+def merge(runs: list[Run]) -> Run:
+    """The shards' records back in dataset order, in one run in their common parent folder.
+    Refuses shards of different runs, a shard given twice, missing shards and unfinished ones."""
+    shards: dict[Shard, Run] = {}
     for run in runs:
-        shard = run.manifest.get("shard")
-        if shard is None:
+        info = run.manifest.shard
+        if info is None:
             raise FinReflectError(f"{run.folder} is not a shard (it was run without --shard)")
-        position = Shard(shard["index"], shard["count"])
+        position = Shard(info.index, info.count)
         if position in shards:
             raise FinReflectError(f"shard {position} is given twice ({run.folder})")
+        if run.manifest.status != "extracted":
+            raise FinReflectError(f"shard {position} ({run.folder}) has not finished extracting")
         shards[position] = run
-    count = next(iter(shards)).count
-    first = shards[next(iter(shards))]
+    first = runs[0]
+    count = first.manifest.shard.count
     for position, run in shards.items():
         if position.count != count:
             raise FinReflectError(f"{run.folder} is shard {position}, not one of {count}")
-        for key in ("model", "backend", "model_args", "seed", "dataset"):
-            if run.manifest.get(key) != first.manifest.get(key):
+        for key in ("model", "seed", "dataset"):
+            if getattr(run.manifest, key) != getattr(first.manifest, key):
                 raise FinReflectError(
                     f"{run.folder} and {first.folder} are shards of different runs "
                     f"(their {key} differ)"
                 )
-        if set(run.manifest["tasks"]) != set(first.manifest["tasks"]):
+        if set(run.manifest.tasks) != set(first.manifest.tasks):
             raise FinReflectError(f"{run.folder} and {first.folder} ran different tasks")
     missing = [Shard(index, count) for index in range(count) if Shard(index, count) not in shards]
     if missing:
@@ -98,68 +103,55 @@ def merge(runs: list[SavedRun]) -> SavedRun:
             f"shard {missing[0]} is missing (given: {given}); pass every shard's folder"
         )
     ordered = [shards[Shard(index, count)] for index in range(count)]
-    judged = _same_judging(ordered)
-    manifest = {**first.manifest, "shard": None, "cache": None, "tasks": {}}
-    manifest["total_seconds"] = round(sum(r.manifest["total_seconds"] for r in ordered), 3)
+    manifest = first.manifest.model_copy(deep=True)
+    manifest.shard, manifest.cache = None, None
+    manifest.seconds = round(sum(run.manifest.seconds for run in ordered), 3)
+    manifest.judging = _same_judging(ordered)
     records = {}
-    for task, info in first.manifest["tasks"].items():
-        records[task] = _interleave(task, [run.records[task] for run in ordered])
-        expected = info["span_list"]
-        if span_list([r.span_id for r in records[task]]) != expected:
+    for task, info in manifest.tasks.items():
+        records[task] = _in_dataset_order(task, [run.records[task] for run in ordered], count)
+        if span_list([r.span_id for r in records[task]]) != info.span_list.model_dump():
             raise FinReflectError(
-                f"task {task}: the shards' spans are not the {expected['count']} spans they "
+                f"task {task}: the shards' spans are not the {info.span_list.count} spans they "
                 "were cut from (were they run on different data or with a different --limit?)"
             )
-        seconds = sum(run.manifest["tasks"][task]["seconds"] for run in ordered)
-        manifest["tasks"][task] = {**info, "seconds": round(seconds, 3)}
-    if judged is not None:
-        manifest["judging"] = {
-            **judged,
-            "seconds": {
-                judge: round(sum(r.manifest["judging"]["seconds"][judge] for r in ordered), 3)
-                for judge in judged["seconds"]
-            },
-        }
-    folder = Path(_common_parent([run.folder for run in ordered]))
-    return SavedRun(folder, manifest, records)
+        info.seconds = round(sum(run.manifest.tasks[task].seconds for run in ordered), 3)
+    folder = Path(os.path.commonpath([str(run.folder.resolve().parent) for run in ordered]))
+    return Run(RunStore(folder), manifest, records)
 
 
-def _interleave(task: str, shard_records: list[list[Any]]) -> list[Any]:
-    """Shard i holds positions i, i+N, i+2N, ... of the task's span list."""
-    count = len(shard_records)
-    total = sum(len(records) for records in shard_records)
-    merged = []
-    for position in range(total):
-        records = shard_records[position % count]
-        if position // count >= len(records):
-            raise FinReflectError(f"task {task}: shard {position % count}/{count} is incomplete")
-        merged.append(records[position // count])
-    seen: dict[str, int] = {}
-    for position, record in enumerate(merged):
-        if record.span_id in seen:
+def _in_dataset_order(task: str, shard_records: list[list[Any]], count: int) -> list[Any]:
+    merged = sorted((r for records in shard_records for r in records), key=lambda r: r.doc_id)
+    for before, record in itertools.pairwise(merged):
+        if record.doc_id == before.doc_id:
             raise FinReflectError(
-                f"task {task}: span {record.span_id} is in shard {seen[record.span_id] % count}"
-                f"/{count} and in shard {position % count}/{count}"
+                f"task {task}: span {record.span_id} is in shard {before.doc_id % count}/{count}"
+                " more than once, or in two shards"
             )
-        seen[record.span_id] = position
     return merged
 
 
-def _same_judging(runs: list[SavedRun]) -> dict[str, Any] | None:
-    """The shards' judging block, which must be the same panel for all (or none judged)."""
-    panels = [run.manifest.get("judging") for run in runs]
-    if all(panel is None for panel in panels):
-        return None
-    for run, panel in zip(runs, panels, strict=True):
-        if panel is None or {**panel, "seconds": None} != {**panels[0], "seconds": None}:
+def _same_judging(runs: list[Run]) -> dict[str, Any]:
+    """The shards' panels, which must be the same for all (seconds added up)."""
+    panels = [run.manifest.judging for run in runs]
+    for run, judged in zip(runs, panels, strict=True):
+        if set(judged) != set(panels[0]) or any(
+            judged[name].model_copy(update={"seconds": {}})
+            != panels[0][name].model_copy(update={"seconds": {}})
+            for name in judged
+        ):
             raise FinReflectError(
-                f"{run.folder} was not judged by the same panel as the other shards; judge "
-                "all shards together (judge --samples SHARD...) or each with one panel"
+                f"{run.folder} was not judged by the same panels as the other shards; judge "
+                "all shards together (judge --samples SHARD...) or each with the same panel"
             )
-    return panels[0]
-
-
-def _common_parent(folders: list[Path]) -> str:
-    import os
-
-    return os.path.commonpath([str(folder.resolve().parent) for folder in folders])
+    return {
+        name: judging.model_copy(
+            update={
+                "seconds": {
+                    judge: round(sum(p[name].seconds[judge] for p in panels), 3)
+                    for judge in judging.seconds
+                }
+            }
+        )
+        for name, judging in panels[0].items()
+    }

@@ -14,25 +14,20 @@ import logging
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from finreflect_eval.data import CRITERIA, Criterion
-from finreflect_eval.errors import FinReflectError, first_invalid_field, load_yaml
-from finreflect_eval.resources import tasks_dir
+from finreflect_eval.criteria import CRITERIA, CriterionName
+from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.modes import MODES, ModeName
+from finreflect_eval.records import MetricSpec
+from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.schema import KGSchema, load_schema
 
 logger = logging.getLogger(__name__)
 
-Mode = Literal["single_pass", "multi_pass", "reflection"]
-# The prompt steps each mode needs.
-MODE_STEPS: dict[str, tuple[str, ...]] = {
-    "single_pass": ("extract",),
-    "multi_pass": ("extract", "normalize"),
-    "reflection": ("extract", "critic", "correct"),
-}
 RESERVED = {"schema.yaml", "judges", "prompts"}
 _PATH_FIELDS = ("schema",)
 
@@ -55,12 +50,9 @@ class ModelRef(BaseModel):
     model_args: dict[str, Any] = {}
 
 
-class MetricSpec(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    metric: str
-    aggregation: Literal["micro", "macro"]
-    higher_is_better: bool = True
+DEFAULT_METRICS = [
+    MetricSpec(metric=name) for name in (*CRITERIA, "check_rules", "triples_per_span")
+]
 
 
 class TaskConfig(BaseModel):
@@ -76,24 +68,27 @@ class TaskConfig(BaseModel):
     fewshot_dataset: str | None = None  # where few-shot examples come from; None: dataset_path
     fewshot_split: str | None = "dev"
     num_fewshot: int = Field(0, ge=0)
-    mode: Mode
+    mode: ModeName
     schema_path: str = Field(alias="schema")
     prompts: dict[str, str]
-    judge_prompts: dict[Criterion, str] = {}  # one template per criterion, for `judge`
+    judge_prompts: dict[CriterionName, str] = {}  # one template per criterion, for `judge`
     max_triples: int = Field(40, gt=0)
     min_triples: int = Field(0, ge=0)  # >0 makes the decoder commit to some triples
     generation_kwargs: GenerationKwargs = GenerationKwargs()
     max_iterations: int = Field(3, ge=1)
     normalizer_model: ModelRef | None = None
     judges: str = "paper"
-    metric_list: list[MetricSpec] = []
+    # What the results report; the judges answer the criteria among them.
+    metric_list: list[MetricSpec] = Field(
+        default_factory=lambda: list(DEFAULT_METRICS), min_length=1
+    )
     metadata: dict[str, Any] = Field(default_factory=lambda: {"version": 0})
 
     def model_post_init(self, _context: Any) -> None:
-        missing = [step for step in MODE_STEPS[self.mode] if step not in self.prompts]
+        missing = [step for step in MODES[self.mode].prompts if step not in self.prompts]
         if missing:
             raise ValueError(f"mode {self.mode} needs a '{missing[0]}' prompt")
-        missing = [c for c in CRITERIA if self.judge_prompts and c not in self.judge_prompts]
+        missing = [c for c in self.criteria if self.judge_prompts and c not in self.judge_prompts]
         if missing:
             raise ValueError(f"judge_prompts needs a '{missing[0]}' template")
         if self.min_triples > self.max_triples:
@@ -101,9 +96,23 @@ class TaskConfig(BaseModel):
         if self.num_fewshot and not self.fewshot_split:
             raise ValueError("num_fewshot needs a fewshot_split")
 
+    @field_validator("metric_list")
+    @classmethod
+    def _each_metric_once(cls, specs: list[MetricSpec]) -> list[MetricSpec]:
+        names = [spec.metric for spec in specs]
+        if len(set(names)) < len(names):
+            raise ValueError(f"a metric is listed twice: {names}")
+        return specs
+
     @property
     def version(self) -> Any:
         return self.metadata.get("version")
+
+    @property
+    def criteria(self) -> list[str]:
+        """The judge criteria of the metric list, in the criteria's order."""
+        wanted = {spec.metric for spec in self.metric_list}
+        return [name for name in CRITERIA if name in wanted]
 
 
 class GroupConfig(BaseModel):
@@ -124,6 +133,11 @@ class Task:
     @property
     def name(self) -> str:
         return self.config.task
+
+    @property
+    def criteria(self) -> list[str]:
+        """The judge criteria the task reports (from its metric list)."""
+        return self.config.criteria
 
     @cached_property
     def schema(self) -> KGSchema:
@@ -216,18 +230,32 @@ class TaskIndex:
         else:
             self.tasks[name] = Task(config, path)
 
+    @property
+    def tags(self) -> dict[str, list[str]]:
+        """Each tag (a task's `tag` field, as in lm-eval) with its tasks: a tag selects tasks
+        without aggregating them (a group aggregates)."""
+        tags: dict[str, list[str]] = {}
+        for task in self.tasks.values():
+            for tag in task.config.tag:
+                tags.setdefault(tag, []).append(task.name)
+        return tags
+
     def resolve(self, names: list[str]) -> list[Task]:
-        """Tasks by name, groups expanded, in order, each once."""
+        """Tasks by name, groups and tags expanded, in order, each once."""
         resolved: dict[str, Task] = {}
+        tags = self.tags
         for name in names:
             if name in self.groups:
                 for task in self.resolve(self.groups[name].task):
                     resolved.setdefault(task.name, task)
             elif name in self.tasks:
                 resolved.setdefault(name, self.tasks[name])
+            elif name in tags:
+                for task in tags[name]:
+                    resolved.setdefault(task, self.tasks[task])
             else:
-                known = ", ".join(sorted([*self.tasks, *self.groups]))
-                raise FinReflectError(f"unknown task or group '{name}' (known: {known})")
+                known = ", ".join(sorted([*self.tasks, *self.groups, *tags]))
+                raise FinReflectError(f"unknown task, group or tag '{name}' (known: {known})")
         return list(resolved.values())
 
 
@@ -278,8 +306,15 @@ def validate_task(task: Task, span: Any, fewshot: list[dict[str, Any]]) -> None:
         task.schema  # noqa: B018 - loading is the check
     except FinReflectError as exc:
         raise FinReflectError(f"{task.path}: field 'schema': {exc}") from exc
-    example = [{"subject": span.ticker, "subject_type": "ORG", "relation": "Discloses",
-                "object": "Net sales", "object_type": "FIN_METRIC"}]  # fmt: skip
+    example = [
+        {
+            "subject": span.ticker,
+            "subject_type": "ORG",
+            "relation": "Discloses",
+            "object": "Net sales",
+            "object_type": "FIN_METRIC",
+        }
+    ]
     feedback = [{"triple_index": 0, "issue": "vague object", "suggestion": "name the metric"}]
     for step in task.templates:
         field = "judge_prompts" if step in task.config.judge_prompts else "prompts"

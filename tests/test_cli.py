@@ -86,9 +86,16 @@ def test_dataset_build_needs_a_ticker_it_cannot_infer(cli, tmp_path):
     assert result.returncode == 1
     assert "pass --ticker" in result.stderr and "Traceback" not in result.stderr
     result = cli(
-        "dataset", "build", str(filing), "--output", str(tmp_path / "out"),
-        "--ticker", "abc", "--fiscal-year", "2024",
-    )  # fmt: skip
+        "dataset",
+        "build",
+        str(filing),
+        "--output",
+        str(tmp_path / "out"),
+        "--ticker",
+        "abc",
+        "--fiscal-year",
+        "2024",
+    )
     assert result.returncode == 0, result.stderr
 
 

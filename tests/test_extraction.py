@@ -17,12 +17,17 @@ def triples(*objects):
     return json.dumps(
         {
             "triples": [
-                {"subject": "AAPL", "subject_type": "ORG", "relation": "Produces",
-                 "object": obj, "object_type": "PRODUCT"}
+                {
+                    "subject": "AAPL",
+                    "subject_type": "ORG",
+                    "relation": "Produces",
+                    "object": obj,
+                    "object_type": "PRODUCT",
+                }
                 for obj in objects
             ]
         }
-    )  # fmt: skip
+    )
 
 
 FEEDBACK = json.dumps(
@@ -70,18 +75,21 @@ def sample():
 
 
 def task_run(name, sample, **overrides):
+    """A task's run over the sample's first spans, and its new records."""
     task = TaskIndex().tasks[name]
     if overrides:
         task.config = task.config.model_copy(update=overrides)
-    return TaskRun(task, sample[0], sample[1], task.config.generation_kwargs)
+    doc_ids = {span.span_id: i for i, span in enumerate(sample[0].spans)}
+    run = TaskRun(task, sample[0], sample[1], task.config.generation_kwargs, doc_ids)
+    return run, run.new_records()
 
 
 def test_reflection_stops_on_empty_feedback(sample):
-    run = task_run("finreflect_reflection", sample)
+    run, records = task_run("finreflect_reflection", sample)
     lm = Scripted([FEEDBACK, NO_FEEDBACK])
-    run.extract(lm)
-    run.reflect(lm)
-    for record in run.records:
+    run.extract(lm, records)
+    run.reflect(lm, records)
+    for record in records:
         assert record.iterations == 1 and record.converged is True
         assert [len(f) for f in record.feedback_trail] == [1, 0]
         assert [t.object for t in record.triples] == ["iPhone"]
@@ -90,20 +98,20 @@ def test_reflection_stops_on_empty_feedback(sample):
 
 
 def test_reflection_stops_at_max_iterations(sample):
-    run = task_run("finreflect_reflection", sample, max_iterations=2)
+    run, records = task_run("finreflect_reflection", sample, max_iterations=2)
     lm = Scripted([FEEDBACK])  # never satisfied
-    run.extract(lm)
-    run.reflect(lm)
-    for record in run.records:
+    run.extract(lm, records)
+    run.reflect(lm, records)
+    for record in records:
         assert record.iterations == 2 and record.converged is False
         assert len(record.feedback_trail) == 2
     assert lm.calls.count("critic") == 4 and lm.calls.count("correct") == 4
 
 
 def test_prompts_put_shared_content_first(sample):
-    run = task_run("finreflect_single_pass", sample)
+    run, records = task_run("finreflect_single_pass", sample)
     lm = Scripted([NO_FEEDBACK])
-    run.extract(lm)
+    run.extract(lm, records)
     systems = {request.messages[0]["content"] for request in lm.requests}
     assert len(systems) == 1  # one shared system prompt: a cacheable prefix for every span
     users = [request.messages[1]["content"] for request in lm.requests]
@@ -112,11 +120,11 @@ def test_prompts_put_shared_content_first(sample):
 
 
 def test_failed_extraction_is_kept_with_zero_triples(sample):
-    run = task_run("finreflect_reflection", sample)
+    run, records = task_run("finreflect_reflection", sample)
     lm = ScriptedModel(responses=["not json", triples("Mac")], max_retries=0)
-    run.extract(lm)
-    run.reflect(lm)
-    failed, ok = run.records
+    run.extract(lm, records)
+    run.reflect(lm, records)
+    failed, ok = records
     assert failed.failed and failed.triples == [] and "extract: invalid JSON" in failed.failures[0]
     assert failed.steps[0].raw_outputs == ["not json"]
     assert [s.step for s in failed.steps] == ["extract"]  # not reflected upon
@@ -144,7 +152,7 @@ def test_multi_pass_calls_the_second_model(tmp_path):
         output_path=tmp_path / "out",
         include_paths=[tmp_path / "tasks"],
     )
-    out = extract(config).parent
+    out = extract(config).folder
     (samples,) = out.glob("samples_mp_two_models_*.jsonl")
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(records) == 2
@@ -155,17 +163,19 @@ def test_multi_pass_calls_the_second_model(tmp_path):
     info = json.loads(manifest.read_text())
     assert info["tasks"]["mp_two_models"]["mode"] == "multi_pass"
     assert info["dataset"]["fingerprint"] == load_benchmark("sample").fingerprint
+    assert info["status"] == "extracted" and info["format_version"] == 2
+    assert [r["doc_id"] for r in records] == [0, 1]
 
 
 def test_feedback_about_missing_triples_is_dropped_and_counted(sample):
-    run = task_run("finreflect_reflection", sample)
+    run, records = task_run("finreflect_reflection", sample)
     out_of_range = json.dumps(
         {"feedback": [{"triple_index": 99, "issue": "x", "suggestion": "drop"}]}
     )
     lm = Scripted([out_of_range])
-    run.extract(lm)
-    run.reflect(lm)
-    for record in run.records:
+    run.extract(lm, records)
+    run.reflect(lm, records)
+    for record in records:
         assert record.converged is True and record.iterations == 0
         assert record.feedback_trail == [[]]
         assert "out of range" in record.failures[0]

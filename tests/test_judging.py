@@ -8,42 +8,12 @@ from pathlib import Path
 
 import pytest
 import yaml
+from support.runs import candidate_file, panel_file, run_args
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import load_panel, triple_verdicts_model
 
-TESTS = Path(__file__).parent
-TRIPLES = {"triples": [
-    {"subject": "AAPL", "subject_type": "ORG", "relation": "Produces", "object": "iPhone",
-     "object_type": "PRODUCT"},
-    {"subject": "AAPL", "subject_type": "ORG", "relation": "Operates_In", "object": "China",
-     "object_type": "GPE"},
-]}  # fmt: skip
-
-
-@pytest.fixture
-def env(tmp_path):
-    return {"PYTHONPATH": str(TESTS), "SCRIPTED_JUDGE_LOG": str(tmp_path / "judge_calls.log")}
-
-
-def panel_file(tmp_path, *responders, batch_size=8):
-    lines = ["panel: scripted-test", "judges:"]
-    for number, responder in enumerate(responders):
-        lines += [f"  - name: judge-{number}", "    model: scripted", "    backend: scripted",
-                  f"    model_args: {{responses: 'scripted_judges:{responder}', "
-                  f"batch_size: {batch_size}}}"]  # fmt: skip
-    path = tmp_path / "panel.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
-
-def run_args(tmp_path, panel, *tasks):
-    outputs = tmp_path / "candidate.json"
-    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
-    return ["run", "--model", "candidate", "--backend", "scripted",
-            "--model-args", f"responses={outputs}", "--tasks", *tasks, "--dataset", "sample",
-            "--limit", "3", "--judges", str(panel),
-            "--output-path", str(tmp_path / "out")]  # fmt: skip
+PANEL = "scripted-test"
 
 
 def test_run_writes_results_samples_and_review_queue_and_score_reproduces_it(cli, tmp_path, env):
@@ -53,35 +23,47 @@ def test_run_writes_results_samples_and_review_queue_and_score_reproduces_it(cli
     assert result.returncode == 0, result.stderr[-2000:]
     assert "| finreflect_single_pass | single_pass | 3 | 100.0 [100.0, 100.0] |" in result.stdout
     folder = tmp_path / "out" / "candidate"
-    (results_file,) = folder.glob("results_*.json")
+    (results_file,) = folder.glob(f"results_*_{PANEL}.json")
     results = json.loads(results_file.read_text())
-    entry = results["results"]["finreflect_single_pass"]
+    task = "finreflect_single_pass"
+    entry, details = results["results"][task], results["details"][task]
     # two judges accept, one rejects: the majority accepts every triple; C: good, good, partial
-    assert entry["faithfulness"] == entry["precision"] == entry["relevance"] == 100.0
-    assert entry["comprehensiveness"] == 100.0 and entry["triples_per_span"] == 2.0
-    counts = {"n_items": 6, "n_scored": 6, "unanimous": 0, "split": 6, "no_majority": 0,
-              "abstentions": 0}  # fmt: skip
-    assert entry["items"]["faithfulness"] == counts
-    assert results["judges"]["per_judge"]["finreflect_single_pass"]["judge-2"]["precision"] == 0
-    assert results["judges"]["panel"] == "scripted-test" and not results["judges"]["official"]
-    assert results["agreement"]["finreflect_single_pass"]["faithfulness"]["n_items"] == 6
-    assert set(results) >= {"results", "groups", "configs", "versions", "n-samples", "config",
-                            "git_hash", "date", "task_hashes", "total_evaluation_time_seconds",
-                            "agreement", "judges", "dataset"}  # fmt: skip
-    assert results["dataset"]["fingerprint"]
+    for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
+        assert entry[f"{criterion},none"] == 100.0
+    assert entry["triples_per_span,none"] == 2.0 and entry["sample_len"] == 3
+    counts = {
+        "n_items": 6,
+        "n_scored": 6,
+        "unanimous": 0,
+        "split": 6,
+        "no_majority": 0,
+        "abstentions": 0,
+    }
+    assert details["criteria"]["faithfulness"]["items"] == counts
+    assert details["criteria"]["precision"]["per_judge"]["judge-2"] == 0
+    assert results["judges"]["panel"] == PANEL and not results["judges"]["official"]
+    assert results["agreement"][task]["faithfulness"]["n_items"] == 6
+    lm_eval_keys = {
+        *("results", "groups", "group_subtasks", "configs", "versions", "n-shot"),
+        *("higher_is_better", "n-samples", "config", "git_hash", "date", "task_hashes"),
+        *("total_evaluation_time_seconds", "model_name"),
+    }
+    assert set(results) >= lm_eval_keys | {"agreement", "judges", "dataset", "details"}
+    assert results["dataset"]["fingerprint"] and results["format_version"] == 2
 
     # every split item is queued for review with each judge's verdict and reasoning
-    rows = [json.loads(line) for line in (folder / "review_finreflect_single_pass.jsonl").open()]
+    (review,) = folder.glob(f"review_{task}_*_{PANEL}.jsonl")
+    rows = [json.loads(line) for line in review.open()]
     assert len(rows) == 3 * (2 * 3 + 1)
     assert rows[0]["votes"]["judge-2"]["verdict"] == 0 and rows[0]["span_text"]
-    with (folder / "review_finreflect_single_pass.csv").open() as file:
+    with review.with_suffix(".csv").open() as file:
         assert len(list(csv.DictReader(file))) == len(rows)
 
     # the samples carry every vote; score recomputes the same numbers from them alone
-    (samples,) = folder.glob("samples_finreflect_single_pass_*.jsonl")
+    (samples,) = folder.glob(f"samples_{task}_*.jsonl")
     record = json.loads(samples.read_text().splitlines()[0])
-    assert set(record["votes"]["faithfulness"]) == {"judge-0", "judge-1", "judge-2"}
-    assert len(record["judge_calls"]) == 3 * 4
+    assert set(record["votes"][PANEL]["faithfulness"]) == {"judge-0", "judge-1", "judge-2"}
+    assert len(record["judge_calls"][PANEL]) == 3 * 4
     results_file.unlink()
     rescored = cli("score", "--samples", str(folder), env=env)
     assert rescored.returncode == 0, rescored.stderr[-2000:]
@@ -93,12 +75,14 @@ def test_a_failing_judge_abstains_and_is_counted(cli, tmp_path, env):
     result = cli(*run_args(tmp_path, panel, "finreflect_single_pass"), env=env)
     assert result.returncode == 0, result.stderr[-2000:]
     (results_file,) = (tmp_path / "out" / "candidate").glob("results_*.json")
-    entry = json.loads(results_file.read_text())["results"]["finreflect_single_pass"]
+    results = json.loads(results_file.read_text())
+    entry = results["results"]["finreflect_single_pass"]
+    details = results["details"]["finreflect_single_pass"]
     # 1-1 with an abstention: no majority, the conservative label (0) is taken
-    assert entry["faithfulness"] == 0.0 and entry["comprehensiveness"] == 50.0
-    assert entry["items"]["faithfulness"]["abstentions"] == 6
-    assert entry["items"]["faithfulness"]["no_majority"] == 6
-    assert entry["judge_failures"] == 3 * 4
+    assert entry["faithfulness,none"] == 0.0 and entry["comprehensiveness,none"] == 50.0
+    assert details["criteria"]["faithfulness"]["items"]["abstentions"] == 6
+    assert details["criteria"]["faithfulness"]["items"]["no_majority"] == 6
+    assert details["judge_failures"] == 3 * 4
 
 
 def test_a_killed_run_resumes_without_redoing_completed_calls(cli, tmp_path, env):
@@ -116,15 +100,16 @@ def test_a_killed_run_resumes_without_redoing_completed_calls(cli, tmp_path, env
     newest = sorted(folder.glob("samples_finreflect_single_pass_*.jsonl"))[-1]
     records = [json.loads(line) for line in newest.read_text().splitlines()]
     assert all(step["cached"] for r in records for step in r["steps"])  # extraction not redone
-    assert sum(call["cached"] for r in records for call in r["judge_calls"]) == 4 + 12
+    assert sum(call["cached"] for r in records for call in r["judge_calls"][PANEL]) == 4 + 12
 
 
 def test_score_before_judge_says_what_to_do(cli, tmp_path, env):
-    outputs = tmp_path / "candidate.json"
-    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
-    extracted = cli("extract", "--model", "candidate", "--backend", "scripted", "--model-args",
-                    f"responses={outputs}", "--tasks", "finreflect_single_pass", "--limit", "1",
-                    "--output-path", str(tmp_path / "out"), env=env)  # fmt: skip
+    extracted = cli(
+        *("extract", "--model", "candidate", "--backend", "scripted", "--model-args"),
+        *(f"responses={candidate_file(tmp_path)}", "--tasks", "finreflect_single_pass"),
+        *("--limit", "1", "--output-path", str(tmp_path / "out")),
+        env=env,
+    )
     assert extracted.returncode == 0, extracted.stderr[-2000:]
     result = cli("score", "--samples", str(tmp_path / "out" / "candidate"), env=env)
     assert result.returncode == 1 and "run `finreflect-eval judge" in result.stderr
@@ -135,8 +120,10 @@ def test_bundled_panels_load_and_an_unknown_one_is_named(tmp_path):
     paper = load_panel("paper")
     assert paper.official and len(paper.judges) == 3
     assert {j.model for j in paper.judges} == {
-        "Qwen/Qwen3-235B-A22B", "openai/gpt-oss-120b", "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5"
-    }  # fmt: skip
+        "Qwen/Qwen3-235B-A22B",
+        "openai/gpt-oss-120b",
+        "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5",
+    }
     assert len({j.model.split("/")[0] for j in load_panel("small").judges}) == 3
     assert not load_panel("demo").official
     with pytest.raises(Exception, match="unknown judge panel 'nope'"):
@@ -159,22 +146,20 @@ def test_verdict_schema_commits_before_it_justifies():
 def test_endpoint_judges_run_concurrently(tmp_path, capsys):
     """Three judges behind three endpoints that each answer after a fixed delay: judging takes
     about as long as the slowest judge, not the sum of the three."""
-    from chat_server import Reply, ScriptedServer, judge_answer
+    from support.chat_server import Reply, ScriptedServer, judge_answer
 
     from finreflect_eval import evaluator
     from finreflect_eval.models import ModelSpec
 
-    outputs = tmp_path / "candidate.json"
-    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
     config = evaluator.RunConfig(
-        model=ModelSpec("candidate", "scripted", {"responses": str(outputs)}),
+        model=ModelSpec("candidate", "scripted", {"responses": str(candidate_file(tmp_path))}),
         tasks=["finreflect_single_pass"],
         dataset="sample",
         limit=2,
         output_path=tmp_path / "out",
         cache=None,
     )
-    manifest = evaluator.extract(config)
+    extracted = evaluator.extract(config)
     delays = (0.4, 0.3, 0.2)  # per request; each judge makes 2 spans x 4 criteria = 8 calls
     with contextlib.ExitStack() as stack:
         servers = [
@@ -182,16 +167,20 @@ def test_endpoint_judges_run_concurrently(tmp_path, capsys):
             for delay in delays
         ]
         judges = [
-            {"name": f"judge-{number}", "model": "m", "backend": "openai",
-             "model_args": {"base_url": server.url, "max_concurrency": 1}}
+            {
+                "name": f"judge-{number}",
+                "model": "m",
+                "backend": "openai",
+                "model_args": {"base_url": server.url, "max_concurrency": 1},
+            }
             for number, server in enumerate(servers)
-        ]  # fmt: skip
+        ]
         panel = tmp_path / "endpoints.yaml"
         panel.write_text(yaml.safe_dump({"panel": "endpoints", "judges": judges}))
         started = time.perf_counter()
-        run = evaluator.judge(manifest, str(panel), cache=None)
+        run = evaluator.judge(extracted, load_panel(panel), cache=None)
         wall = time.perf_counter() - started
-    seconds = run.manifest["judging"]["seconds"]
+    seconds = run.manifest.judging["endpoints"].seconds
     assert [len(server.requests) for server in servers] == [8, 8, 8]
     assert all(server.peak == 1 for server in servers)  # max_concurrency per endpoint
     slowest, total = max(seconds.values()), sum(seconds.values())
@@ -206,7 +195,7 @@ def test_endpoint_judges_run_concurrently(tmp_path, capsys):
 
 def test_paper_panel_at_three_endpoints_stays_official():
     """The README recipe: each `paper` judge served by `vllm serve`, named by its base URL."""
-    from finreflect_eval.leaderboard import _is_official
+    from finreflect_eval.leaderboard.verify import is_official
 
     urls = {
         "qwen3-235b-a22b": "http://node1:8000/v1",
@@ -225,7 +214,7 @@ def test_paper_panel_at_three_endpoints_stays_official():
     assert nemotron.system_prefix == "/no_think" and nemotron.model == paper.judges[2].model
     assert served.generation(qwen) == paper.generation(paper.judges[0])
     members = [judge.model_dump() for judge in served.judges]
-    assert _is_official({"panel": "paper", "members": members})
-    assert not _is_official({"panel": "paper", "members": members[:2]})
+    assert is_official("paper", members)
+    assert not is_official("paper", members[:2])
     with pytest.raises(FinReflectError, match="has no judge 'qwen'"):
         paper.at_endpoints({"qwen": "http://x/v1"})

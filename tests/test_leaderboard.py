@@ -4,27 +4,17 @@ import json
 import shutil
 
 import pytest
-from test_judging import TRIPLES, panel_file
+from support.runs import panel_file, scripted_run
 
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.evaluator import RunConfig, run
 from finreflect_eval.leaderboard import build, bundle_run, submit
-from finreflect_eval.models import ModelSpec
+
+TASK = "finreflect_smoke_single_pass"
 
 
-def make_run(folder, model, limit, panel):
-    outputs = folder / "candidate.json"
-    outputs.write_text(json.dumps([json.dumps(TRIPLES)]))
-    config = RunConfig(
-        model=ModelSpec(model, "scripted", {"responses": str(outputs)}),
-        tasks=["finreflect_smoke_single_pass"],
-        dataset="sample",
-        limit=limit,
-        output_path=folder / "out",
-    )
-    run(config, str(panel))
-    (results,) = (folder / "out").rglob("results_*.json")
-    return results
+def bundle(results_file):
+    """The submission bundle of a run, as JSON data a test can tamper with."""
+    return bundle_run(results_file).model_dump(mode="json", by_alias=True)
 
 
 @pytest.fixture(scope="module")
@@ -33,16 +23,20 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     panel = panel_file(root, "accepts_all", "accepts_all", "rejects_all")
     made = {}
-    for name, model, limit in [("org", "acme/kg-7b", 2), ("other", "acme/kg-7b", 3),
-                               ("script", "<script>alert(1)</script>", 1)]:  # fmt: skip
+    settings = [
+        ("org", "acme/kg-7b", 2),
+        ("other", "acme/kg-7b", 3),
+        ("script", "<script>alert(1)</script>", 1),
+    ]
+    for name, model, limit in settings:
         (root / name).mkdir()
-        made[name] = make_run(root / name, model, limit, panel)
+        made[name] = scripted_run(root / name, model, limit, panel)
     return made
 
 
 def test_a_valid_submission_is_accepted_and_listed_everywhere(runs, tmp_path):
     board = tmp_path / "board"
-    target = submit(runs["org"], board)
+    target, _ = submit(runs["org"], board)
     assert target.parent == (board / "submissions" / "acme__kg-7b").resolve()
     page = (board / "index.html").read_text()
     assert "acme/kg-7b" in page and 'href="https://huggingface.co/acme/kg-7b"' in page
@@ -54,14 +48,14 @@ def test_a_valid_submission_is_accepted_and_listed_everywhere(runs, tmp_path):
 
 
 def test_a_changed_score_is_refused_naming_it(runs, tmp_path):
-    bundle = bundle_run(runs["org"])
-    bundle["results"]["results"]["finreflect_smoke_single_pass"]["precision"] = 99.0
+    data = bundle(runs["org"])
+    data["results"]["results"][TASK]["precision,none"] = 99.0
     forged = tmp_path / "forged.json"
-    forged.write_text(json.dumps(bundle))
+    forged.write_text(json.dumps(data))
     with pytest.raises(FinReflectError) as error:
         submit(forged, tmp_path / "board")
     message = str(error.value)
-    assert "results.finreflect_smoke_single_pass.precision: submitted 99.0" in message
+    assert f"results.{TASK}.precision,none: submitted 99.0" in message
     assert "recomputed from the samples 100.0" in message
     assert not (tmp_path / "board" / "submissions").exists()
 
@@ -89,44 +83,44 @@ def test_a_script_in_a_model_name_renders_as_text(runs, tmp_path):
 
 @pytest.mark.parametrize("name", ["../evil", "acme/../../evil", "/etc/passwd", "a/b/c", "..\\x"])
 def test_path_like_model_names_are_refused(runs, tmp_path, name):
-    bundle = bundle_run(runs["org"])
-    bundle["results"]["config"]["model"] = name
+    data = bundle(runs["org"])
+    data["results"]["config"]["model_name"] = name
     path = tmp_path / "bundle.json"
-    path.write_text(json.dumps(bundle))
+    path.write_text(json.dumps(data))
     with pytest.raises(FinReflectError, match="refused: model name"):
         submit(path, tmp_path / "board")
     assert not (tmp_path / "board").exists()
 
 
 def test_unknown_task_version_and_dataset_are_refused(runs, tmp_path):
-    bundle = bundle_run(runs["org"])
-    bundle["results"]["versions"]["finreflect_smoke_single_pass"] = 99
+    data = bundle(runs["org"])
+    data["results"]["versions"][TASK] = 99
     path = tmp_path / "bundle.json"
-    path.write_text(json.dumps(bundle))
+    path.write_text(json.dumps(data))
     with pytest.raises(FinReflectError, match="version 99 is not the current 1"):
         submit(path, tmp_path / "board")
-    bundle = bundle_run(runs["org"])
-    bundle["results"]["dataset"]["fingerprint"] = "0000"
-    path.write_text(json.dumps(bundle))
+    data = bundle(runs["org"])
+    data["results"]["dataset"]["fingerprint"] = "0000"
+    path.write_text(json.dumps(data))
     with pytest.raises(FinReflectError, match="does not match the bundled sample"):
         submit(path, tmp_path / "board")
 
 
 def test_out_of_range_values_are_refused(runs, tmp_path):
-    bundle = bundle_run(runs["org"])
-    bundle["results"]["results"]["finreflect_smoke_single_pass"]["relevance"] = 140.0
+    data = bundle(runs["org"])
+    data["results"]["results"][TASK]["relevance,none"] = 140.0
     path = tmp_path / "bundle.json"
-    path.write_text(json.dumps(bundle))
+    path.write_text(json.dumps(data))
     with pytest.raises(FinReflectError, match="relevance"):
         submit(path, tmp_path / "board")
 
 
 def test_a_submission_edited_on_disk_stops_the_build_naming_the_file(runs, tmp_path):
     board = tmp_path / "board"
-    stored = submit(runs["org"], board)
-    bundle = json.loads(stored.read_text())
-    bundle["results"]["results"]["finreflect_smoke_single_pass"]["faithfulness"] = 12.5
-    stored.write_text(json.dumps(bundle))
+    stored, _ = submit(runs["org"], board)
+    data = json.loads(stored.read_text())
+    data["results"]["results"][TASK]["faithfulness,none"] = 12.5
+    stored.write_text(json.dumps(data))
     with pytest.raises(FinReflectError, match=stored.name):
         build(board)
 
@@ -144,17 +138,17 @@ def test_cli_submit_dry_run_and_offline_hub_pull_request(cli, runs, tmp_path):
 
 
 def _forge(runs, tmp_path, change):
-    bundle = bundle_run(runs["org"])
-    change(bundle)
+    data = bundle(runs["org"])
+    change(data)
     path = tmp_path / "forged.json"
-    path.write_text(json.dumps(bundle))
+    path.write_text(json.dumps(data))
     return path
 
 
 def test_votes_from_outside_the_panel_are_refused(runs, tmp_path):
-    def add_judge(bundle):
-        for record in bundle["samples"]["finreflect_smoke_single_pass"]:
-            for votes in record["votes"].values():
+    def add_judge(data):
+        for record in data["samples"][TASK]:
+            for votes in record["votes"]["scripted-test"].values():
                 votes["ghost"] = next(iter(votes.values()))  # same shape, an extra voter
 
     with pytest.raises(FinReflectError, match="one valid vote per item from each panel judge"):
@@ -162,14 +156,14 @@ def test_votes_from_outside_the_panel_are_refused(runs, tmp_path):
 
 
 def test_dropped_or_repeated_spans_are_refused(runs, tmp_path):
-    def drop_first(bundle):
-        bundle["samples"]["finreflect_smoke_single_pass"].pop(0)
+    def drop_first(data):
+        data["samples"][TASK].pop(0)
 
     with pytest.raises(FinReflectError, match="exactly the spans of the dataset slice"):
         submit(_forge(runs, tmp_path, drop_first), tmp_path / "board")
 
-    def repeat_first(bundle):
-        records = bundle["samples"]["finreflect_smoke_single_pass"]
+    def repeat_first(data):
+        records = data["samples"][TASK]
         records[1] = records[0]
 
     with pytest.raises(FinReflectError, match="lists a span twice"):
@@ -177,8 +171,8 @@ def test_dropped_or_repeated_spans_are_refused(runs, tmp_path):
 
 
 def test_malformed_values_are_a_one_line_refusal(runs, tmp_path):
-    def text_ci(bundle):
-        bundle["results"]["results"]["finreflect_smoke_single_pass"]["faithfulness_ci"] = ["a", "b"]
+    def text_ci(data):
+        data["results"]["details"][TASK]["criteria"]["faithfulness"]["ci"] = ["a", "b"]
 
-    with pytest.raises(FinReflectError, match=r"refused|faithfulness_ci"):
+    with pytest.raises(FinReflectError, match=r"details.*faithfulness.ci"):
         submit(_forge(runs, tmp_path, text_ci), tmp_path / "board")

@@ -13,9 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import missing
-from test_audit import audit_with
-from test_judging import panel_file
-from test_leaderboard import make_run
+from support.runs import audit_with, panel_file, scripted_run
 
 from finreflect_eval.audit import write_audit
 from finreflect_eval.leaderboard import submit
@@ -38,12 +36,15 @@ def _require_browser():
 def scripted_runs(root: Path) -> list[Path]:
     """Three runs whose scores differ: panels that mostly accept, mostly reject, or fail."""
     runs = []
-    for limit, judges in [(1, ("accepts_all", "accepts_all", "rejects_all")),
-                          (2, ("rejects_all", "rejects_all", "accepts_all")),
-                          (3, ("accepts_all", "broken", "broken"))]:  # fmt: skip
+    panels = [
+        (1, ("accepts_all", "accepts_all", "rejects_all")),
+        (2, ("rejects_all", "rejects_all", "accepts_all")),
+        (3, ("accepts_all", "broken", "broken")),
+    ]
+    for limit, judges in panels:
         folder = root / f"run{limit}"
         folder.mkdir()
-        runs.append(make_run(folder, "acme/kg-7b", limit, panel_file(folder, *judges)))
+        runs.append(scripted_run(folder, "acme/kg-7b", limit, panel_file(folder, *judges)))
     return runs
 
 
@@ -67,8 +68,10 @@ def test_page_loads_sorts_and_fits_a_phone(tmp_path):
         page = browser.new_page(viewport={"width": 1400, "height": 900})
         page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.on("request", lambda r: errors.append(f"network: {r.url}")
-                if not r.url.startswith("file://") else None)  # fmt: skip
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith("file://") else errors.append(f"network: {r.url}"),
+        )
         page.goto((board / "index.html").as_uri())
         assert page.locator("#board tbody tr").count() == len(runs)
 

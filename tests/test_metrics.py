@@ -7,7 +7,7 @@ import pytest
 from finreflect_eval.metrics import (
     Item,
     aggregate,
-    bootstrap_ci,
+    bootstrap,
     krippendorff_alpha,
     macro_average,
     micro_average,
@@ -60,7 +60,7 @@ def test_criterion_scores_are_percentages_with_counts():
         Item("s2", "faithfulness", 1, {"a": 0, "b": 0, "c": 0}),
         Item("s2", "faithfulness", 2, {"a": None, "b": None, "c": 1}),
     ]
-    scores = score_criterion(items, "faithfulness", JUDGES, seed=0)
+    scores = score_criterion(items, JUDGES, aggregation="micro", seed=0)
     assert scores.score == pytest.approx(100 / 3, abs=1e-3)  # 1 of 3 scored triples
     assert (scores.n_items, scores.n_scored, scores.unanimous, scores.split) == (4, 3, 2, 1)
     assert scores.abstentions == 2
@@ -74,17 +74,18 @@ def test_comprehensiveness_maps_levels_and_macro_averages():
         Item("s1", "comprehensiveness", 0, {"a": "good", "b": "good", "c": "partial"}),
         Item("s2", "comprehensiveness", 0, {"a": "partial", "b": "partial", "c": "poor"}),
     ]
-    scores = score_criterion(items, "comprehensiveness", JUDGES, seed=0)
+    scores = score_criterion(items, JUDGES, aggregation="macro", seed=0)
     assert scores.score == pytest.approx(75.0)
 
 
-def test_bootstrap_ci_is_seeded_and_brackets_the_estimate():
+def test_bootstrap_is_seeded_and_brackets_the_estimate():
     per_span = {f"s{i}": [float(i % 2), 1.0] for i in range(20)}
-    first = bootstrap_ci(per_span, "micro", seed=7)
-    assert first == bootstrap_ci(per_span, "micro", seed=7)
+    first, stderr = bootstrap(per_span, "micro", seed=7)
+    assert (first, stderr) == bootstrap(per_span, "micro", seed=7)
     assert first[0] <= micro_average(per_span) * 100 <= first[1]
-    assert bootstrap_ci({"s1": [1.0], "s2": [1.0]}, "macro", seed=1) == [100.0, 100.0]
-    assert bootstrap_ci({}, "micro", seed=1) is None
+    assert 0 < stderr < first[1] - first[0]  # about a quarter of a 95% interval's width
+    assert bootstrap({"s1": [1.0], "s2": [1.0]}, "macro", seed=1) == ([100.0, 100.0], 0.0)
+    assert bootstrap({}, "micro", seed=1) == (None, None)
 
 
 def _items(matrix):
@@ -146,9 +147,11 @@ def test_the_evaluate_module_gives_the_same_scores(tmp_path, monkeypatch):
     ]
     metric = evaluate.load(str(EVALUATE_MODULE))
     result = metric.compute(
-        span_id=[r[0] for r in rows], criterion=[r[1] for r in rows], votes=[r[2] for r in rows],
+        span_id=[r[0] for r in rows],
+        criterion=[r[1] for r in rows],
+        votes=[r[2] for r in rows],
         judges=JUDGES,
-    )  # fmt: skip
+    )
     labels = {"1": 1, "0": 0, "": None}
     items = [
         Item(span, c, i, {j: labels.get(v, v) for j, v in zip(JUDGES, votes, strict=True)})

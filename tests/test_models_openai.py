@@ -9,7 +9,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from chat_server import Reply, ScriptedServer, answer
+from support.chat_server import Reply, ScriptedServer, answer
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model

@@ -13,9 +13,10 @@ import json
 import sys
 
 import pytest
-from real_vllm import EngineStart
+from support.real_vllm import EngineStart
 
-from finreflect_eval.data import TRIPLE_CRITERIA, load_benchmark
+from finreflect_eval.criteria import TRIPLE_CRITERIA
+from finreflect_eval.data import load_benchmark
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.extraction import CriticOutput
 from finreflect_eval.judging import judge_request, load_panel
@@ -30,7 +31,13 @@ SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "requi
 @pytest.fixture
 def engine_args_of(real_vllm, monkeypatch):
     """A function: a model spec → the real `EngineArgs` vLLM built for it (or its exception)."""
+    import huggingface_hub
     from vllm.entrypoints import llm as llm_module
+
+    # Offline (as tests run), vLLM's EngineArgs replaces a Hub id with its cached snapshot and
+    # refuses one that is not cached: right on a GPU machine, but the judges' weights are never
+    # here. Online, it names the model as given, which is what these tests check.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
 
     def stop(engine_args, **_):
         raise EngineStart(engine_args)
@@ -352,7 +359,13 @@ def test_readme_vllm_serve_recipe_for_the_paper_panel(real_vllm):
         input=json.dumps(commands),
         capture_output=True,
         text=True,
-        env={**os.environ, "PYTHONPATH": vllm_folder, "VLLM_TARGET_DEVICE": "cpu"},
+        # offline, vLLM would swap each model id for a cached snapshot (see engine_args_of)
+        env={
+            **os.environ,
+            "PYTHONPATH": vllm_folder,
+            "VLLM_TARGET_DEVICE": "cpu",
+            "HF_HUB_OFFLINE": "0",
+        },
         timeout=300,
     )
     assert child.returncode == 0, child.stderr[-3000:]

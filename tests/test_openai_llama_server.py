@@ -6,7 +6,7 @@ A recording proxy in front of the server logs every request body the server rece
 import json
 
 import pytest
-from chat_server import RecordingProxy
+from support.chat_server import RecordingProxy
 
 pytestmark = pytest.mark.slow
 

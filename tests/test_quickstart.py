@@ -46,18 +46,20 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
     (results_file,) = folder.glob("results_*.json")
     results = json.loads(results_file.read_text())
     for task, entry in results["results"].items():
-        assert (folder / f"review_{task}.jsonl").exists()
-        assert (folder / f"review_{task}.csv").exists()
-        assert entry["n_spans"] == max(1, readme_limit - 1)
+        (review,) = folder.glob(f"review_{task}_*_demo.jsonl")
+        assert review.with_suffix(".csv").exists()
+        assert entry["sample_len"] == max(1, readme_limit - 1)
         for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
-            score = entry[criterion]
+            score = entry[f"{criterion},none"]
             assert score is None or 0 <= score <= 100
     for samples in folder.glob("samples_*.jsonl"):
         for line in samples.read_text().splitlines():
             record = json.loads(line)
-            assert set(record["votes"]["comprehensiveness"]) == {
-                "gemma-270m-greedy", "gemma-270m-sample-1", "gemma-270m-sample-2"
-            }  # fmt: skip
+            assert set(record["votes"]["demo"]["comprehensiveness"]) == {
+                "gemma-270m-greedy",
+                "gemma-270m-sample-1",
+                "gemma-270m-sample-2",
+            }
     print(f"quickstart run at --limit {max(1, readme_limit - 1)}: {seconds:.0f} s")
     # `score` reproduces the run's numbers from the samples alone
     results_file.unlink()

@@ -4,37 +4,34 @@ cache, merged by `judge`/`score` into exactly the results of one unsharded run."
 import json
 
 import pytest
-from test_judging import panel_file
+from support.runs import panel_file
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.sharding import Shard, span_list
 
 TASKS = ("finreflect_single_pass", "finreflect_reflection")
-CANDIDATE = ("--model", "candidate", "--backend", "scripted", "--model-args",
-             "responses=scripted_judges:reference_triples")  # fmt: skip
-# Results fields that measure the clock or name files, not the benchmark.
-TIMING = ("date", "total_evaluation_time_seconds", "samples")
+CANDIDATE = (
+    *("--model", "candidate", "--backend", "scripted"),
+    *("--model-args", "responses=support.scripted_judges:reference_triples"),
+)
+# Results fields that measure the clock or name the run, not the benchmark.
+TIMING = ("date", "run", "total_evaluation_time_seconds", "samples")
 
 
 def comparable(results):
-    """The results without timings (which differ between any two runs)."""
+    """The results without timings and the run's id (which differ between any two runs)."""
     kept = {key: value for key, value in results.items() if key not in TIMING}
     kept["config"] = {**kept["config"], "shard": None}
     kept["judges"] = {**kept["judges"], "seconds": None}
-    kept["results"] = {task: {**entry, "seconds": None} for task, entry in kept["results"].items()}
+    kept["details"] = {task: {**entry, "seconds": None} for task, entry in kept["details"].items()}
     return kept
 
 
 def run_args(out, panel, *extra):
-    return ["run", *CANDIDATE, "--tasks", *TASKS, "--dataset", "sample", "--limit", "7",
-            "--judges", str(panel), "--output-path", str(out), *extra]  # fmt: skip
-
-
-@pytest.fixture
-def env(tmp_path):
-    from test_judging import TESTS
-
-    return {"PYTHONPATH": str(TESTS), "SCRIPTED_JUDGE_LOG": str(tmp_path / "judge_calls.log")}
+    return [
+        *("run", *CANDIDATE, "--tasks", *TASKS, "--dataset", "sample", "--limit", "7"),
+        *("--judges", str(panel), "--output-path", str(out), *extra),
+    ]
 
 
 def test_shard_parse_and_select():
@@ -70,8 +67,9 @@ def test_two_shards_score_exactly_like_one_run(cli, tmp_path, env):
     expected, got = json.loads(expected.read_text()), json.loads(got.read_text())
     assert comparable(got) == comparable(expected)
     # not a trivial comparison: the judges split, and the scores carry intervals
-    entry = got["results"]["finreflect_single_pass"]
-    assert 0 < entry["faithfulness"] < 100 and entry["faithfulness_ci"][0] < entry["faithfulness"]
+    score = got["results"]["finreflect_single_pass"]["faithfulness,none"]
+    ci = got["details"]["finreflect_single_pass"]["criteria"]["faithfulness"]["ci"]
+    assert 0 < score < 100 and ci[0] < score
     assert got["n-samples"]["finreflect_single_pass"]["effective"] == 7
 
 
@@ -79,8 +77,10 @@ def test_shards_judged_together_after_extraction(cli, tmp_path, env):
     panel = panel_file(tmp_path, "gold_labels", "accepts_all", "rejects_all")
     whole = cli(*run_args(tmp_path / "whole", panel), env=env)
     assert whole.returncode == 0, whole.stderr[-2000:]
-    extract = ["extract", *CANDIDATE, "--tasks", *TASKS, "--dataset", "sample", "--limit", "7",
-               "--output-path", str(tmp_path / "sharded")]  # fmt: skip
+    extract = [
+        *("extract", *CANDIDATE, "--tasks", *TASKS, "--dataset", "sample", "--limit", "7"),
+        *("--output-path", str(tmp_path / "sharded")),
+    ]
     for index in (0, 1):
         assert cli(*extract, "--shard", f"{index}/2", env=env).returncode == 0
     folder = tmp_path / "sharded" / "candidate"
@@ -95,8 +95,10 @@ def test_shards_judged_together_after_extraction(cli, tmp_path, env):
 
 
 def test_missing_overlapping_and_foreign_shards_are_refused(cli, tmp_path, env):
-    extract = ["extract", *CANDIDATE, "--tasks", "finreflect_single_pass", "--dataset", "sample",
-               "--limit", "5"]  # fmt: skip
+    extract = [
+        *("extract", *CANDIDATE, "--tasks", "finreflect_single_pass"),
+        *("--dataset", "sample", "--limit", "5"),
+    ]
     out = tmp_path / "out"
     for index in (0, 2):
         result = cli(*extract, "--output-path", str(out), "--shard", f"{index}/3", env=env)

@@ -1,5 +1,8 @@
 """Tasks as YAML: bundled tasks and group, include paths, errors naming file and field."""
 
+import json
+from pathlib import Path
+
 import pytest
 
 from finreflect_eval.errors import FinReflectError
@@ -43,8 +46,11 @@ def test_bundled_tasks_and_group():
     # the base file's relative paths resolve against the base file
     assert reflection.schema_path.endswith("tasks/schema.yaml")
     assert set(reflection.judge_prompts) == {
-        "faithfulness", "precision", "relevance", "comprehensiveness"
-    }  # fmt: skip
+        "faithfulness",
+        "precision",
+        "relevance",
+        "comprehensiveness",
+    }
     # a list of includes merges in order: the smoke task is the full task with smaller settings
     smoke = index.tasks["finreflect_smoke_reflection"].config
     assert smoke.max_iterations == 1 and smoke.min_triples == 1 and smoke.judges == "demo"
@@ -108,7 +114,7 @@ def test_template_that_does_not_render_fails_validation(tmp_path, cli):
 
 
 def test_unknown_task_suggests_known_ones():
-    with pytest.raises(FinReflectError, match="unknown task or group 'finreflect_single'"):
+    with pytest.raises(FinReflectError, match="unknown task, group or tag 'finreflect_single'"):
         TaskIndex().resolve(["finreflect_single"])
 
 
@@ -167,3 +173,76 @@ def test_task_hash_does_not_depend_on_where_tasks_are_installed(tmp_path):
     index = TaskIndex([tmp_path / "copy"])  # same files elsewhere: overrides, same hash
     assert index.tasks["finreflect_reflection"].path != original.path
     assert index.tasks["finreflect_reflection"].hash == original.hash
+
+
+def test_a_tag_selects_its_tasks_and_a_run_reports_them(cli, tmp_path, env):
+    from support.runs import panel_file, run_args
+
+    index = TaskIndex()
+    assert {t.name for t in index.resolve(["finreflect_modes"])} == {
+        "finreflect_single_pass",
+        "finreflect_multi_pass",
+        "finreflect_reflection",
+    }
+    assert len(index.resolve(["smoke"])) == 3 and index.tags["smoke"][0].startswith("finreflect_s")
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
+    result = cli(*run_args(tmp_path, panel, "finreflect_modes", limit=1), env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (results,) = (tmp_path / "out" / "candidate").glob("results_*.json")
+    scored = json.loads(results.read_text())
+    assert list(scored["results"]) == [t.name for t in index.resolve(["finreflect_modes"])]
+    assert scored["groups"] == {}  # a tag selects; only a group aggregates
+
+
+def test_metric_list_decides_what_is_reported_and_judged(cli, tmp_path, env):
+    from support.runs import panel_file, run_args
+
+    write(
+        tmp_path / "tasks",
+        "few.yaml",
+        TASK.format(base=bundled_base(), name="few_metrics")
+        + "metric_list:\n  - {metric: faithfulness, aggregation: macro}\n"
+        + "  - {metric: reference_recall}\n",
+    )
+    panel = panel_file(tmp_path, "accepts_all", "rejects_all")
+    args = [*run_args(tmp_path, panel, "few_metrics", limit=2), "--include-path"]
+    result = cli(*args, str(tmp_path / "tasks"), env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (results,) = (tmp_path / "out" / "candidate").glob("results_*.json")
+    scored = json.loads(results.read_text())
+    entry = scored["results"]["few_metrics"]
+    reported = {key for key in entry if key not in ("name", "alias", "sample_len")}
+    assert reported == {
+        "faithfulness,none",
+        "faithfulness_stderr,none",
+        "reference_recall,none",
+        "reference_recall_stderr,none",
+    }
+    details = scored["details"]["few_metrics"]
+    assert list(details["criteria"]) == ["faithfulness"]
+    assert details["criteria"]["faithfulness"]["aggregation"] == "macro"
+    assert scored["higher_is_better"]["few_metrics"] == {
+        "faithfulness": True,
+        "reference_recall": True,
+    }
+    # the judges were asked about faithfulness only: 2 judges x 2 spans, one call each
+    assert Path(env["SCRIPTED_JUDGE_LOG"]).read_text().count("call") == 2 * 2
+
+
+@pytest.mark.parametrize(
+    ("metrics", "message"),
+    [
+        ("[{metric: faithfulnes}]", "unknown metric 'faithfulnes'"),
+        ("[{metric: check_rules, aggregation: micro}]", "no aggregation"),
+        ("[]", "at least 1 item"),
+        ("[{metric: precision}, {metric: precision}]", "listed twice"),
+    ],
+)
+def test_a_bad_metric_list_names_the_file_and_field(tmp_path, metrics, message):
+    write(
+        tmp_path / "tasks",
+        "bad.yaml",
+        TASK.format(base=bundled_base(), name="bad_metrics") + f"metric_list: {metrics}\n",
+    )
+    with pytest.raises(FinReflectError, match=f"bad.yaml: field 'metric_list.*{message}"):
+        TaskIndex([tmp_path / "tasks"])

@@ -10,16 +10,12 @@ from finreflect_eval.data._build import (
     write_dataset_folder,
 )
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
-from finreflect_eval.data._info import describe, markdown_table
+from finreflect_eval.data._info import describe
 from finreflect_eval.data._load import SAMPLE, available_splits, load_benchmark, resolve_dataset
 from finreflect_eval.data._records import (
-    COMPREHENSIVENESS_LEVELS,
     CONFIGS,
-    CRITERIA,
     FEATURES,
-    TRIPLE_CRITERIA,
     Benchmark,
-    Criterion,
     Judgment,
     ReferenceTriple,
     Span,
@@ -27,15 +23,11 @@ from finreflect_eval.data._records import (
 )
 
 __all__ = [
-    "COMPREHENSIVENESS_LEVELS",
     "CONFIGS",
-    "CRITERIA",
     "DEFAULT_MAX_TOKENS",
     "FEATURES",
     "SAMPLE",
-    "TRIPLE_CRITERIA",
     "Benchmark",
-    "Criterion",
     "Judgment",
     "ReferenceTriple",
     "Span",
@@ -45,7 +37,6 @@ __all__ = [
     "evalbench_to_benchmark",
     "is_evalbench",
     "load_benchmark",
-    "markdown_table",
     "push_dataset",
     "resolve_dataset",
     "section_slug",

@@ -9,8 +9,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from finreflect_eval.chunking import TokenCounter, token_counter
+from finreflect_eval.criteria import TRIPLE_CRITERIA
 from finreflect_eval.data._records import (
-    TRIPLE_CRITERIA,
     Benchmark,
     Judgment,
     ReferenceTriple,

@@ -7,6 +7,7 @@ import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -130,7 +131,9 @@ def _from_rows(
         )
     if limit is not None:
         rows = first_chunks(rows, limit)
-    return evalbench_to_benchmark(rows, dataset=name, split=split, revision=revision)
+    benchmark = evalbench_to_benchmark(rows, dataset=name, split=split, revision=revision)
+    # Read only as far as the limit: the split's size stays unknown.
+    return replace(benchmark, size=None if limit is not None else len(benchmark.spans))
 
 
 def _pick_split(dataset_dict: datasets.DatasetDict, split: str, name: str) -> datasets.Dataset:
@@ -179,6 +182,7 @@ def _load_our_format(
         reference_triples=triples,
         judgments=judgments,
         revision=revision,
+        size=len(spans),
     )
 
 

@@ -10,14 +10,11 @@ from typing import Literal
 import datasets
 from pydantic import BaseModel, ConfigDict, Field
 
+from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
+from finreflect_eval.records import DatasetInfo
 from finreflect_eval.schema import Triple
 
 CONFIGS = ("spans", "reference_triples", "judgments")
-TRIPLE_CRITERIA = ("faithfulness", "precision", "relevance")
-CRITERIA = (*TRIPLE_CRITERIA, "comprehensiveness")
-COMPREHENSIVENESS_LEVELS = ("good", "partial", "poor")
-
-Criterion = Literal["faithfulness", "precision", "relevance", "comprehensiveness"]
 
 
 class Span(BaseModel):
@@ -60,7 +57,7 @@ class Judgment(BaseModel):
 
     span_id: str = Field(min_length=1)
     triple_id: str
-    criterion: Criterion
+    criterion: CriterionName
     label: str
     annotator: str
     subject: str = ""
@@ -156,6 +153,7 @@ class Benchmark:
     judgments: list[Judgment] = field(default_factory=list)
     revision: str | None = None
     fingerprint: str = ""
+    size: int | None = None  # spans in the whole split, where known
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -181,6 +179,18 @@ class Benchmark:
             judgments=[j for j in self.judgments if j.span_id in keep],
             revision=self.revision,
             fingerprint=self.fingerprint,
+            size=self.size,
+        )
+
+    def info(self, limit: int | None = None) -> DatasetInfo:
+        """What a run's files say of this data (with the `--limit` it ran under)."""
+        return DatasetInfo(
+            id=self.dataset,
+            split=self.split,
+            revision=self.revision,
+            fingerprint=self.fingerprint,
+            limit=limit,
+            size=self.size,
         )
 
     def triples_by_span(self) -> dict[str, list[ReferenceTriple]]:

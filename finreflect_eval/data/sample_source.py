@@ -15,9 +15,9 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.chunking import token_counter
+from finreflect_eval.criteria import TRIPLE_CRITERIA
 from finreflect_eval.data._build import section_slug, write_dataset_folder
 from finreflect_eval.data._records import (
-    TRIPLE_CRITERIA,
     Judgment,
     ReferenceTriple,
     Span,

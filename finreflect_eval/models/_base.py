@@ -82,6 +82,11 @@ class GenerationRequest:
             return self.prompt
         return "\n\n".join(message["content"] for message in self.messages)
 
+    def digest(self) -> str:
+        """sha256 of everything about the request that changes the output."""
+        blob = json.dumps(self.cache_fields(), sort_keys=True, ensure_ascii=False, default=str)
+        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
     def cache_fields(self) -> dict[str, Any]:
         """Everything about the request that changes the output."""
         return {

@@ -130,9 +130,16 @@ class HFModel(LM):
             return str(Path(model).resolve()) if Path(model).exists() else model
         stat = (Path(model) / gguf_file).stat() if Path(model).exists() else None
         key = hashlib.sha256(
-            json.dumps([self.checkpoint_id, gguf_file, self.revision, stat and stat.st_size,
-                        stat and stat.st_mtime_ns]).encode()
-        ).hexdigest()[:16]  # fmt: skip
+            json.dumps(
+                [
+                    self.checkpoint_id,
+                    gguf_file,
+                    self.revision,
+                    stat and stat.st_size,
+                    stat and stat.st_mtime_ns,
+                ]
+            ).encode()
+        ).hexdigest()[:16]
         converted = cache_root() / "converted" / f"{Path(gguf_file).stem}-{key}"
         self.checkpoint_id = f"{self.checkpoint_id}/{gguf_file}"
         if not (converted / "config.json").exists():

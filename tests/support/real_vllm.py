@@ -3,7 +3,7 @@
 vLLM's wheel pins a CUDA torch; installed with `--no-deps` into a folder of its own (kept out of
 the test environment, so nothing else imports it by accident), its config and request classes
 import on a CPU beside our torch. The few pure-Python packages those imports need are the
-`[vllm-check]` extra. `python tests/real_vllm.py install` puts the wheel under
+`[vllm-check]` extra. `python tests/support/real_vllm.py install` puts the wheel under
 `~/.cache/finreflect-eval/vllm-<version>/` once per version (CI runs it); `path()` finds it.
 
 Everything up to the engine is real: `vllm.LLM.__init__` runs (it validates the
@@ -55,5 +55,5 @@ class EngineStart(Exception):
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["install"]:
-        raise SystemExit("usage: python tests/real_vllm.py install")
+        raise SystemExit("usage: python tests/support/real_vllm.py install")
     print(install())

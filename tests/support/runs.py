@@ -1,0 +1,101 @@
+"""Scripted runs: panels of scripted judges, a scripted candidate, and whole runs made with
+them through the Python API (fast, no model weights)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from finreflect_eval.data import load_benchmark
+from finreflect_eval.evaluator import RunConfig, evaluate
+from finreflect_eval.judging import load_panel
+from finreflect_eval.models import ModelSpec
+from finreflect_eval.tasks import TaskIndex
+
+TESTS = Path(__file__).resolve().parents[1]
+TRIPLES = {
+    "triples": [
+        {
+            "subject": "AAPL",
+            "subject_type": "ORG",
+            "relation": "Produces",
+            "object": "iPhone",
+            "object_type": "PRODUCT",
+        },
+        {
+            "subject": "AAPL",
+            "subject_type": "ORG",
+            "relation": "Operates_In",
+            "object": "China",
+            "object_type": "GPE",
+        },
+    ]
+}
+
+
+def panel_file(folder: Path, *responders: str, batch_size: int = 8, name: str = "scripted-test"):
+    """A panel of scripted judges `judge-0`, `judge-1`, ... answering with the functions of
+    `support.scripted_judges` named by `responders`."""
+    judges = [
+        {
+            "name": f"judge-{number}",
+            "model": "scripted",
+            "backend": "scripted",
+            "model_args": {
+                "responses": f"support.scripted_judges:{responder}",
+                "batch_size": batch_size,
+            },
+        }
+        for number, responder in enumerate(responders)
+    ]
+    path = folder / "panel.yaml"
+    path.write_text(yaml.safe_dump({"panel": name, "judges": judges}))
+    return path
+
+
+def candidate_file(folder: Path, answer: dict | None = None) -> Path:
+    """Scripted candidate outputs: every request answered with `answer` (default TRIPLES)."""
+    path = folder / "candidate.json"
+    path.write_text(json.dumps([json.dumps(answer or TRIPLES)]))
+    return path
+
+
+def run_args(folder: Path, panel: Path, *tasks: str, limit: int = 3) -> list[str]:
+    """`finreflect-eval run` with a scripted candidate on the sample."""
+    model_args = f"responses={candidate_file(folder)}"
+    return [
+        *("run", "--model", "candidate", "--backend", "scripted", "--model-args", model_args),
+        *("--tasks", *tasks, "--dataset", "sample", "--limit", str(limit)),
+        *("--judges", str(panel), "--output-path", str(folder / "out")),
+    ]
+
+
+def scripted_run(
+    folder: Path,
+    model: str,
+    limit: int,
+    panel: Path,
+    tasks: tuple[str, ...] = ("finreflect_smoke_single_pass",),
+) -> Path:
+    """A whole scored run through the Python API; returns its results file."""
+    config = RunConfig(
+        model=ModelSpec(model, "scripted", {"responses": str(candidate_file(folder))}),
+        tasks=list(tasks),
+        dataset="sample",
+        limit=limit,
+        output_path=folder / "out",
+        cache=folder / "out" / "cache.sqlite",
+    )
+    run, results = evaluate(config, load_panel(panel))
+    return run.store.results_path(results.run, results.judges.panel)
+
+
+def audit_with(folder: Path, responder: str, limit: int = 3):
+    """A judge audit of one scripted judge on the sample's first spans."""
+    from finreflect_eval.audit import run_audit
+
+    panel = load_panel(panel_file(folder, responder))
+    task = TaskIndex().tasks["finreflect_single_pass"]
+    return run_audit(panel, task, load_benchmark("sample", limit=limit), limit=limit)

@@ -1,0 +1,158 @@
+"""The files a run writes: every one validates against `finreflect_eval.records`; another format
+version is a one-line error; a run saved before the redesign scores the same after `upgrade`;
+a killed extraction keeps its finished spans; lm-eval's own `make_table` reads our results."""
+
+import json
+import tarfile
+from pathlib import Path
+
+import pytest
+from support.runs import audit_with, panel_file, run_args, scripted_run
+
+from finreflect_eval.audit import write_audit
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.leaderboard import submit
+from finreflect_eval.records import (
+    JudgeAudit,
+    Manifest,
+    Results,
+    ReviewItem,
+    SampleRecord,
+    Submission,
+    read,
+    read_lines,
+)
+from finreflect_eval.store import load_run
+
+DATA = Path(__file__).parent / "data"
+FILES = {  # file name prefix -> what every such file is
+    "manifest_": (Manifest, read),
+    "samples_": (SampleRecord, read_lines),
+    "results_": (Results, read),
+    "review_": (ReviewItem, read_lines),
+    "judge_audit_": (JudgeAudit, read),
+}
+
+
+def test_every_file_a_run_writes_validates_against_the_schemas(tmp_path):
+    panel = panel_file(tmp_path, "accepts_all", "broken", "rejects_all")
+    tasks = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
+    results = scripted_run(tmp_path, "acme/kg-7b", 2, panel, tasks)
+    write_audit(audit_with(tmp_path, "accepts_all", limit=1), tmp_path / "out" / "acme__kg-7b")
+    board = tmp_path / "board"
+    stored, _ = submit(results, board)
+    checked = 0
+    for path in sorted((tmp_path / "out").rglob("*.json*")):
+        prefix = next(p for p in FILES if path.name.startswith(p))
+        model, reader = FILES[prefix]
+        parsed = reader(model, path)
+        for item in parsed if isinstance(parsed, list) else [parsed]:
+            assert item.format_version == 2
+        checked += 1
+    assert checked == 1 + 2 + 1 + 2 + 1  # manifest, 2 samples, results, 2 reviews, audit
+    assert read(Submission, stored).results.run == read(Results, results).run
+
+
+def test_another_format_version_is_one_line(cli, tmp_path):
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
+    results = scripted_run(tmp_path, "acme/kg-7b", 1, panel)
+    data = json.loads(results.read_text())
+    data["format_version"] = 1
+    results.write_text(json.dumps(data))
+    with pytest.raises(FinReflectError, match="is in format version 1; this finreflect-eval reads"):
+        read(Results, results)
+    with tarfile.open(DATA / "run_d167a05.tar.gz") as archive:
+        archive.extractall(tmp_path / "old", filter="data")
+    old = cli("score", "--samples", str(tmp_path / "old" / "candidate"))
+    assert old.returncode == 1 and len(old.stderr.strip().splitlines()) == 1
+    assert "in an older format" in old.stderr and "finreflect-eval upgrade" in old.stderr
+
+
+def test_a_run_saved_before_the_redesign_scores_the_same_after_upgrade(cli, tmp_path):
+    with tarfile.open(DATA / "run_d167a05.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "candidate"
+    (old_file,) = folder.glob("results_*.json")
+    old = json.loads(old_file.read_text())
+    old_review = {
+        task: [json.loads(line) for line in (folder / f"review_{task}.jsonl").open()]
+        for task in old["results"]
+    }
+    upgraded = cli("upgrade", str(folder))
+    assert upgraded.returncode == 0, upgraded.stderr[-2000:]
+    scored = cli("score", "--samples", str(folder))
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    (new_file,) = folder.glob("results_*_fixture.json")
+    new = json.loads(new_file.read_text())
+    compared = 0
+    for task, entry in old["results"].items():
+        details = new["details"][task]
+        for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
+            assert new["results"][task][f"{criterion},none"] == entry[criterion]
+            assert details["criteria"][criterion]["ci"] == entry[f"{criterion}_ci"]
+            assert details["criteria"][criterion]["items"] == entry["items"][criterion]
+            assert new["agreement"][task][criterion] == old["agreement"][task][criterion]
+            for judge, scores in old["judges"]["per_judge"][task].items():
+                assert details["criteria"][criterion]["per_judge"][judge] == scores[criterion]
+            compared += 4
+        for metric in ("check_rules", "triples_per_span"):
+            assert new["results"][task][f"{metric},none"] == entry[metric]
+        assert details["judge_failures"] == entry["judge_failures"]
+        (review,) = folder.glob(f"review_{task}_*_fixture.jsonl")
+        rows = [json.loads(line) for line in review.open()]
+        assert [{k: v for k, v in r.items() if k != "format_version"} for r in rows] == (
+            old_review[task]
+        )
+        compared += len(rows)
+    for group, entry in old["groups"].items():
+        for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
+            assert new["groups"][group][f"{criterion},none"] == entry[criterion]
+    assert compared > 3 * 16 and any(rows for rows in old_review.values())
+    assert (folder / "format-1" / old_file.name.replace("results", "manifest")).exists()
+
+
+def test_a_killed_extraction_keeps_finished_spans_and_resumes_without_calling_for_them(
+    cli, tmp_path, env
+):
+    args = [
+        *("extract", "--model", "candidate", "--backend", "scripted", "--model-args"),
+        "responses=support.scripted_judges:reference_triples,batch_size=2",
+        *("--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "7"),
+        *("--no-cache", "--output-path", str(tmp_path / "out")),
+    ]
+    killed = cli(*args, env={**env, "SCRIPTED_JUDGE_DIE_AFTER": "5"})
+    assert killed.returncode == 137  # died on the first span of the third group of two
+    folder = tmp_path / "out" / "candidate"
+    (samples,) = folder.glob("samples_finreflect_single_pass_*.jsonl")
+    kept = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert [record["doc_id"] for record in kept] == [0, 1, 2, 3]
+    run = load_run(folder)
+    assert run.manifest.status == "extracting"
+
+    resumed = cli(*args, env=env)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    calls = Path(env["SCRIPTED_JUDGE_LOG"]).read_text().count("call")
+    assert calls == 5 + 3  # the rerun asked only for the 3 spans not yet saved (no cache)
+    again = load_run(folder)
+    assert again.manifest.run == run.manifest.run and again.manifest.status == "extracted"
+    records = again.records["finreflect_single_pass"]
+    assert [record.doc_id for record in records] == list(range(7))
+    assert records[:4] == run.records["finreflect_single_pass"]
+
+
+def test_lm_evals_make_table_reads_our_results_with_groups(cli, tmp_path, env):
+    make_table = pytest.importorskip("lm_eval.utils", reason="needs the [dev] extra").make_table
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
+    result = cli(*run_args(tmp_path, panel, "finreflect", limit=2), env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (results_file,) = (tmp_path / "out" / "candidate").glob("results_*.json")
+    results = json.loads(results_file.read_text())
+    table = make_table(results)
+    groups = make_table(results, "groups")
+    print(table, groups, sep="\n")
+    for task in ("finreflect_single_pass", "finreflect_multi_pass", "finreflect_reflection"):
+        assert f"|{task}" in table.replace(" ", "").replace("-", "_") or task in table
+    assert "faithfulness" in table and "↑" in table and "±" in table
+    assert "|finreflect" in groups.replace(" ", "") and "comprehensiveness" in groups
+    # n-samples: the dataset split's size, and what --limit left of it
+    assert results["n-samples"]["finreflect_single_pass"] == {"original": 24, "effective": 2}
