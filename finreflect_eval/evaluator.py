@@ -20,10 +20,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from finreflect_eval import __version__, judging, scoring
-from finreflect_eval.data import Benchmark, load_benchmark
+from finreflect_eval.data import Benchmark, load_benchmark, span_list
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import TaskRun
-from finreflect_eval.models import ModelSpec, load_model
+from finreflect_eval.models import ModelSpec, check_spec, load_model
 from finreflect_eval.records import (
     Manifest,
     ModelInfo,
@@ -34,8 +34,9 @@ from finreflect_eval.records import (
     TaskManifest,
 )
 from finreflect_eval.resources import PACKAGE_DIR
-from finreflect_eval.sharding import Shard, span_list
-from finreflect_eval.store import Run, RunStore, identity, run_id
+from finreflect_eval.scoring import FailurePolicy
+from finreflect_eval.sharding import Shard
+from finreflect_eval.store import Run, RunStore, identity, run_id, writing
 from finreflect_eval.tables import markdown_table
 from finreflect_eval.tasks import TaskIndex
 
@@ -76,21 +77,38 @@ class RunConfig:
 def extract(config: RunConfig) -> Run:
     """The extraction stage: every task's records, saved in `config.output_dir`."""
     started = time.perf_counter()
+    check_spec(config.model)  # the cheap checks first: no data or model loads before them
     index = TaskIndex(config.include_paths)
     tasks = index.resolve(config.tasks)
+    for task in tasks:
+        if task.config.normalizer_model is not None:
+            check_spec(_spec_of(task.config.normalizer_model))
     loaded: dict[tuple, Benchmark] = {}
 
-    def split(dataset: str, name: str, revision: str | None, limit: int | None) -> Benchmark:
-        key = (dataset, name, revision, limit)
+    def split(dataset: str, name: str, limit: int | None, spec: Any = None) -> Benchmark:
+        """A split, loaded once; the task's revision, config and slice apply to its own data
+        (`--dataset` may point elsewhere: then only the slice applies)."""
+        own = spec is not None and dataset == spec.dataset_path
+        revision = spec.dataset_revision if own else None
+        config_name = spec.dataset_name if own else None
+        chosen = spec.slice if spec is not None else None
+        key = (dataset, name, revision, config_name, chosen and chosen.model_dump_json(), limit)
         if key not in loaded:
-            loaded[key] = load_benchmark(dataset, split=name, revision=revision, limit=limit)
+            loaded[key] = load_benchmark(
+                dataset,
+                split=name,
+                revision=revision,
+                config=config_name,
+                slice=chosen,
+                limit=limit,
+            )
         return loaded[key]
 
     task_runs, span_lists = [], {}
     for task in tasks:
         spec = task.config
         dataset = config.dataset or spec.dataset_path
-        benchmark = split(dataset, spec.test_split, spec.dataset_revision, config.limit)
+        benchmark = split(dataset, spec.test_split, config.limit, spec)
         doc_ids = {span.span_id: i for i, span in enumerate(benchmark.spans)}
         span_lists[task.name] = span_list(list(doc_ids))
         if config.shard is not None:
@@ -98,8 +116,7 @@ def extract(config: RunConfig) -> Run:
         fewshot = None
         if spec.num_fewshot and spec.fewshot_split:
             source = spec.fewshot_dataset or dataset
-            revision = spec.dataset_revision if source == dataset else None
-            fewshot = split(source, spec.fewshot_split, revision, spec.num_fewshot)
+            fewshot = split(source, spec.fewshot_split, spec.num_fewshot)
             shared = {s.span_id for s in fewshot.spans} & set(doc_ids)
             if shared:
                 raise FinReflectError(
@@ -109,9 +126,24 @@ def extract(config: RunConfig) -> Run:
 
     manifest = _manifest(config, task_runs, span_lists, index)
     store = RunStore(config.output_dir)
+    with writing(store.folder):
+        return _extract(config, store, manifest, task_runs, started)
+
+
+def _extract(
+    config: RunConfig,
+    store: RunStore,
+    manifest: Manifest,
+    task_runs: list[TaskRun],
+    started: float,
+) -> Run:
     run = store.unfinished(identity(manifest))
     if run is not None:
         logger.info("continuing unfinished run %s in %s", run.manifest.run, store.folder)
+        # Spans whose calls failed in transport are asked again (their calls were not cached).
+        for task, records in run.records.items():
+            run.records[task] = [r for r in records if not _transport_failed(r)]
+        store.save(run)
     else:
         run = store.start(manifest)
     separate = [t for t in task_runs if t.task.config.normalizer_model is not None]
@@ -130,18 +162,27 @@ def extract(config: RunConfig) -> Run:
     for task_run in separate:
         clock = time.perf_counter()
         name = task_run.task.name
-        normalizer = task_run.task.config.normalizer_model
-        spec = ModelSpec(normalizer.model, normalizer.backend, dict(normalizer.model_args))
+        spec = _spec_of(task_run.task.config.normalizer_model)
         with load_model(spec, cache_path=config.cache) as second:
             task_run.run("normalizer", second, waiting[name], shared=False)
         store.append(run, name, waiting[name])
         run.manifest.tasks[name].seconds += time.perf_counter() - clock
     for info in run.manifest.tasks.values():
         info.seconds = round(info.seconds, 3)
-    run.manifest.status = "extracted"
+    # A span failed in transport leaves the run unfinished: the same command continues it.
+    failed = any(_transport_failed(r) for records in run.records.values() for r in records)
+    run.manifest.status = "extracting" if failed else "extracted"
     run.manifest.seconds = round(run.manifest.seconds + time.perf_counter() - started, 3)
     store.write_manifest(run.manifest)
     return run
+
+
+def _spec_of(model: Any) -> ModelSpec:
+    return ModelSpec(model.model, model.backend, dict(model.model_args))
+
+
+def _transport_failed(record: SampleRecord) -> bool:
+    return any(step.transport_failed for step in record.steps)
 
 
 def _pending(run: Run, task_run: TaskRun, size: int):
@@ -190,7 +231,7 @@ def _manifest(
                 generation_kwargs=t.generation.model_dump(),
                 metric_list=t.task.config.metric_list,
                 samples=f"samples_{t.task.name}_{run}.jsonl",
-                dataset=t.benchmark.info(config.limit),
+                dataset=t.benchmark.info(config.limit, _config_name(config, t.task.config)),
                 span_list=SpanList(**span_lists[t.task.name]),
                 fewshot=[example["span"].span_id for example in t.fewshot],
             )
@@ -200,11 +241,18 @@ def _manifest(
         group_versions={name: index.groups[name].metadata.get("version") for name in groups},
         seed=config.seed,
         shard=None if config.shard is None else ShardInfo(**vars(config.shard)),
-        dataset=task_runs[0].benchmark.info(config.limit),
+        dataset=task_runs[0].benchmark.info(
+            config.limit, _config_name(config, task_runs[0].task.config)
+        ),
         cache=str(config.cache.resolve()) if config.cache else None,
         finreflect_eval_version=__version__,
         git_hash=_git_hash(),
     )
+
+
+def _config_name(config: RunConfig, spec: Any) -> str | None:
+    dataset = config.dataset or spec.dataset_path
+    return spec.dataset_name if dataset == spec.dataset_path else None
 
 
 def summary_table(run: Run) -> str:
@@ -274,17 +322,48 @@ def judge(
     return judging.judge(run, panel, cache_path=cache, tasks=tasks)
 
 
-def score(run: Run, panel: str | None = None) -> Results:
+def check_extraction(run: Run, policy: FailurePolicy) -> None:
+    """A one-line error when the extraction failed (see FailurePolicy): judge nothing yet."""
+    if not policy.allow_failures:
+        policy.check(run.records, run.folder)
+
+
+def check_judging(run: Run, panel: str) -> None:
+    """A one-line error when judge calls failed in transport (their votes are missing)."""
+    lost = {task: scoring.failures_of(records, panel) for task, records in run.records.items()}
+    lost = {task: f for task, f in lost.items() if f.judge_transport_calls}
+    if lost:
+        task, failed = next(iter(lost.items()))
+        raise FinReflectError(
+            f"task {task}: {failed.judge_transport_calls} judge call(s) of panel '{panel}' failed "
+            f"in transport (first: {failed.first}); rerun the same command to retry them"
+        )
+
+
+def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = None) -> Results:
     """Every number recomputed from the samples of a judged run (one panel's votes), written as
-    `results_<run>_<panel>.json` with the review queues."""
+    `results_<run>_<panel>.json` with the review queues; refused (nothing written) when the run
+    fails the failure policy."""
+    policy = policy or FailurePolicy()
+    panel = scoring.choose_panel(run.manifest, panel)
+    policy.check(run.records, run.folder, panel)
     results = scoring.compute_results(run.manifest, run.records, panel)
+    if policy.allow_failures and policy.problems(run.records, panel):
+        results.config.allow_failures = True
     review = scoring.review_queue(run.manifest, run.records, results.judges.panel)
     run.store.write_results(results, review)
     return results
 
 
-def evaluate(config: RunConfig, panel: judging.Panel) -> tuple[Run, Results]:
-    """extract → judge → score (the `run` command)."""
-    extracted = extract(config)
-    judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
-    return judged, score(judged, panel.panel)
+def evaluate(
+    config: RunConfig, panel: judging.Panel, policy: FailurePolicy | None = None
+) -> tuple[Run, Results]:
+    """extract → judge → score (the `run` command); stops with a one-line error after a stage
+    whose calls failed (see FailurePolicy), before spending more model time."""
+    policy = policy or FailurePolicy()
+    panel.check_models()  # a judge's mistake must not surface after the extraction
+    with writing(config.output_dir):
+        extracted = extract(config)
+        check_extraction(extracted, policy)
+        judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
+        return judged, score(judged, panel.panel, policy)

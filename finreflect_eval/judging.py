@@ -29,6 +29,7 @@ from finreflect_eval.models import (
     GenerationRequest,
     GenerationResult,
     ModelSpec,
+    check_spec,
     get_backend,
     load_model,
 )
@@ -130,6 +131,14 @@ class Panel(BaseModel):
                 args["extra_body"] = {"chat_template_kwargs": switch}
             judges.append(judge.model_copy(update={"backend": "openai", "model_args": args}))
         return self.model_copy(update={"judges": judges})
+
+    def check_models(self) -> None:
+        """Every judge's backend and model args, checked before any model loads."""
+        for judge in self.judges:
+            try:
+                check_spec(judge.model_spec)
+            except FinReflectError as exc:
+                raise FinReflectError(f"panel '{self.panel}', judge {judge.name}: {exc}") from None
 
     def generation(self, judge: JudgeSpec) -> GenerationKwargs:
         return GenerationKwargs.model_validate(
@@ -257,6 +266,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
     """Add every judge's votes on the criteria of each task's metric list to the run's records,
     kept under the panel's name (another panel's votes stay beside them), and save the run.
     `tasks`: the run's tasks by name, as loaded now."""
+    panel.check_models()
     for name, info in run.manifest.tasks.items():
         task = tasks[name]
         if not task.config.judge_prompts:

@@ -124,6 +124,51 @@ def bootstrap(
     return [_pct(low), _pct(high)], _pct(np.std(stats, ddof=1))
 
 
+def overall(
+    parts: Sequence[tuple[Aggregation, Mapping[str, Sequence[float]]]],
+    span_ids: Sequence[str],
+    *,
+    seed: int,
+    iterations: int = BOOTSTRAP_ITERS,
+) -> tuple[float | None, list[float] | None]:
+    """The mean of several averages (each criterion of each mode) and its 95% CI, from one
+    bootstrap that resamples the spans jointly for all of them (the modes run on the same
+    spans), so the interval reflects how the averages move together; ×100."""
+    points = [average(aggregation, per_span) for aggregation, per_span in parts]
+    score = mean_of_averages(parts)
+    if score is None or not span_ids:
+        return None, None
+    position = {span_id: i for i, span_id in enumerate(span_ids)}
+    picks = np.random.default_rng(seed).integers(0, len(span_ids), size=(iterations, len(span_ids)))
+    stats = []
+    for (aggregation, per_span), point in zip(parts, points, strict=True):
+        if point is None:
+            continue
+        sums, counts = np.zeros(len(span_ids)), np.zeros(len(span_ids))
+        for span_id, values in per_span.items():
+            sums[position[span_id]], counts[position[span_id]] = sum(values), len(values)
+        if aggregation == "macro":  # each span with items counts once, by its mean
+            sums = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
+            counts = (counts > 0).astype(float)
+        with np.errstate(invalid="ignore", divide="ignore"):  # a resample without items: NaN
+            stats.append(sums[picks].sum(axis=1) / counts[picks].sum(axis=1))
+    mean = np.nanmean(np.vstack(stats), axis=0)
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.nanpercentile(mean, [tail, 100 - tail])
+    return score, [_pct(low), _pct(high)]
+
+
+def average(aggregation: Aggregation, per_span: Mapping[str, Sequence[float]]) -> float | None:
+    return (micro_average if aggregation == "micro" else macro_average)(per_span)
+
+
+def mean_of_averages(parts: Sequence[tuple[Aggregation, Mapping[str, Sequence[float]]]]):
+    """×100: the mean of the parts' averages (those defined)."""
+    present = [average(a, per_span) for a, per_span in parts]
+    present = [p for p in present if p is not None]
+    return _pct(float(np.mean(present))) if present else None
+
+
 def _pct(value: float | None) -> float | None:
     """×100, rounded so that the same samples give the same numbers on any machine."""
     return None if value is None else round(float(value) * 100, 4)
@@ -176,6 +221,7 @@ class CriterionScores:
     abstentions: int
     per_judge: dict[str, float | None] = field(default_factory=dict)
     agreement: dict[str, Any] = field(default_factory=dict)
+    per_span: dict[str, list[float]] = field(default_factory=dict, repr=False)
 
 
 def score_criterion(
@@ -188,25 +234,25 @@ def score_criterion(
     """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
     α. Items labelled by rule count in the score, not in what measures the judges."""
     outcomes = [aggregate(item.votes) for item in items]
-    average = micro_average if aggregation == "micro" else macro_average
     scored = zip(items, outcomes, strict=True)
     per_span = _per_span((item.span_id, o.score) for item, o in scored if o.scored)
     judged = [(item, o) for item, o in zip(items, outcomes, strict=True) if not item.synthetic]
     per_judge = {
         judge: _pct(
             average(
+                aggregation,
                 _per_span(
                     (item.span_id, label_score(item.votes[judge]))
                     for item, _ in judged
                     if item.votes.get(judge) is not None
-                )
+                ),
             )
         )
         for judge in judges
     }
     ci, stderr = bootstrap(per_span, aggregation, seed=seed)
     return CriterionScores(
-        score=_pct(average(per_span)),
+        score=_pct(average(aggregation, per_span)),
         ci=ci,
         stderr=stderr,
         n_items=len(items),
@@ -217,6 +263,7 @@ def score_criterion(
         abstentions=sum(v is None for item, _ in judged for v in item.votes.values()),
         per_judge=per_judge,
         agreement=krippendorff_alpha([item for item, _ in judged], judges),
+        per_span=per_span,
     )
 
 

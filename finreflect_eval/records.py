@@ -20,7 +20,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.criteria import CRITERIA, METRIC_NAMES, Aggregation, CriterionName, Label
-from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.modes import ModeName
 from finreflect_eval.schema import Triple
 
@@ -44,18 +44,34 @@ class FileRecord(Record):
 # --- the manifest ---
 
 
+class SliceSpec(Record):
+    """A deterministic, stratified selection of a split's spans: in every stratum (company and
+    10-K section), the `per_stratum` spans whose ids hash lowest (sha256 of `salt:span_id`).
+    The same span list gives the same slice, on any machine."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    per_stratum: int = Field(ge=1)
+    salt: str
+    """Changes the selection; part of the slice's definition."""
+
+
 class DatasetInfo(Record):
     id: str
     """`sample`, a local path or a Hub id."""
+    config: str | None = None
+    """The dataset's config (lm-eval's `dataset_name`), for row data on the Hub."""
     split: str
     revision: str | None = None
     """The Hub revision the data came from, if pinned."""
     fingerprint: str
     """A hash of the whole split's content (spans, reference triples, judgments)."""
+    slice: SliceSpec | None = None
+    """The task's slice of the split (None: every span)."""
     limit: int | None = None
-    """`--limit`: only the first N spans were run."""
+    """`--limit`: only the first N spans (of the slice) were run."""
     size: int | None = None
-    """Spans in the whole split (None: unknown, e.g. row data streamed under a limit)."""
+    """Spans in the whole split, or in the slice (None: unknown, e.g. row data streamed under a
+    limit)."""
 
 
 class SpanList(Record):
@@ -200,6 +216,12 @@ class ModelCall(Record):
     prompt_hash: str = ""
     """sha256 of the request (messages, schema and sampling settings)."""
 
+    @property
+    def transport_failed(self) -> bool:
+        """The call failed before the model answered (server unreachable, timed out, malformed
+        reply): not the model's failure, never cached, retried on rerun."""
+        return self.error is not None and not self.raw_outputs
+
 
 class Vote(Record):
     """One judge's verdict on one item; `verdict` None is an abstention (the call failed)."""
@@ -282,6 +304,8 @@ class RunSettings(Record):
     bootstrap_seed: int
     judges: str
     """The judge panel's name."""
+    allow_failures: bool = False
+    """Scored with `--allow-failures` despite failed calls (never a leaderboard entry)."""
 
 
 class Agreement(Record):
@@ -311,6 +335,20 @@ class CriterionDetail(Record):
     """Each judge's own score on the items it judged."""
 
 
+class Failures(Record):
+    """What failed in a task: transport failures (the server, not the model) and invalid
+    outputs after retries."""
+
+    transport_spans: int = 0
+    """Spans whose extraction failed in transport (unreachable, timed out, malformed reply)."""
+    invalid_spans: int = 0
+    """Spans whose extraction output stayed invalid after retries (the model's failure)."""
+    judge_transport_calls: int = 0
+    """Judge calls that failed in transport (their items lost a vote)."""
+    first: str = ""
+    """The first failure's message."""
+
+
 class Tokens(Record):
     prompt: int = 0
     completion: int = 0
@@ -328,9 +366,20 @@ class TaskDetails(Record):
     check_rules_detail: dict[str, Percent]
     failed_extractions: int
     judge_failures: int
+    failures: Failures
     tokens: dict[str, Tokens]
     """`extract` and `judge`."""
     seconds: dict[str, float]
+
+
+class Overall(Record):
+    """One number per run: the mean of every judged criterion of every task (mode)."""
+
+    score: Percent
+    ci: list[float] | None
+    """95% bootstrap interval, resampling the spans jointly for every task and criterion."""
+    tasks: dict[str, Percent]
+    """Per task: the mean of its judged criteria."""
 
 
 class JudgesInfo(Record):
@@ -369,6 +418,7 @@ class Results(FileRecord):
     task_hashes: dict[str, str]
     total_evaluation_time_seconds: str
     details: dict[str, TaskDetails]
+    overall: Overall
     agreement: dict[str, dict[str, Agreement]]
     """Per task and criterion."""
     judges: JudgesInfo
@@ -455,6 +505,7 @@ class Submission(FileRecord):
 # --- reading ---
 
 M = TypeVar("M", bound=FileRecord)
+MAX_DEPTH = 64  # our files nest about 8 levels; JSON deeper than this is refused
 
 
 def check_version(data: Any, where: str | Path) -> None:
@@ -502,10 +553,36 @@ def read_lines(model: type[M], path: Path) -> list[M]:
     return records
 
 
-def read_json(path: Path) -> Any:
+def read_json(path: Path, max_bytes: int | None = None) -> Any:
+    """A JSON file, refused in one line when larger than `max_bytes` or nested deeper than
+    MAX_DEPTH (hostile input must not exhaust memory or the stack)."""
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        if max_bytes is not None and path.stat().st_size > max_bytes:
+            raise FinReflectError(
+                f"{path}: {path.stat().st_size / 2**20:.1f} MiB is more than the "
+                f"{max_bytes / 2**20:.0f} MiB allowed"
+            )
+        data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
         raise FinReflectError(f"cannot read {path}: {exc.strerror}") from exc
+    except RecursionError:
+        raise FinReflectError(f"{path}: nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
-        raise FinReflectError(f"{path}: not JSON ({exc})") from exc
+        raise FinReflectError(f"{path}: not JSON ({first_line(exc)})") from exc
+    if _depth(data) > MAX_DEPTH:
+        raise FinReflectError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+    return data
+
+
+def _depth(value: Any) -> int:
+    """How deeply lists and objects nest in parsed JSON (iteratively: no recursion limit)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            if depth <= MAX_DEPTH:
+                stack.extend((child, depth + 1) for child in item)
+    return deepest

@@ -9,7 +9,9 @@ item the panel split on, could not score or had no majority for goes to the revi
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from finreflect_eval import metrics
@@ -18,9 +20,11 @@ from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import (
     Agreement,
     CriterionDetail,
+    Failures,
     ItemCounts,
     JudgesInfo,
     Manifest,
+    Overall,
     Results,
     ReviewItem,
     RunSettings,
@@ -74,6 +78,7 @@ def compute_results(
     judges = [member.name for member in judging.judges]
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
     results, details, agreement, metric_names = {}, {}, {}, {}
+    parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
     for task, rows in records.items():
         info = manifest.tasks[task]
         wanted = {m.metric: m.aggregation for m in info.metric_list}
@@ -94,6 +99,7 @@ def compute_results(
             criteria[name] = (aggregation, scores)
         results[task] = entry
         metric_names[task] = list(wanted)
+        parts[task] = [(aggregation, s.per_span) for aggregation, s in criteria.values()]
         agreement[task] = {name: Agreement(**s.agreement) for name, (_, s) in criteria.items()}
         details[task] = TaskDetails(
             mode=info.mode,
@@ -121,6 +127,7 @@ def compute_results(
             judge_failures=sum(
                 call.error is not None for r in rows for call in r.judge_calls.get(panel, [])
             ),
+            failures=failures_of(rows, panel),
             tokens={
                 "extract": _tokens(step for r in rows for step in r.steps),
                 "judge": _tokens(call for r in rows for call in r.judge_calls.get(panel, [])),
@@ -131,6 +138,13 @@ def compute_results(
         group: _group_entry(group, [t for t in members if t in results], results, metric_names)
         for group, members in manifest.groups.items()
     }
+    span_ids = list(dict.fromkeys(r.span_id for rows in records.values() for r in rows))
+    score, ci = metrics.overall([p for ps in parts.values() for p in ps], span_ids, seed=seed)
+    overall = Overall(
+        score=score,
+        ci=ci,
+        tasks={task: metrics.mean_of_averages(ps) for task, ps in parts.items()},
+    )
     model = manifest.model
     return Results(
         results=results,
@@ -180,6 +194,7 @@ def compute_results(
             round(manifest.seconds + sum(judging.seconds.values()), 3)
         ),
         details=details,
+        overall=overall,
         agreement=agreement,
         judges=JudgesInfo(
             panel=panel, official=judging.official, members=judging.judges, seconds=judging.seconds
@@ -187,6 +202,68 @@ def compute_results(
         dataset=manifest.dataset,
         finreflect_eval_version=manifest.finreflect_eval_version,
         samples={task: manifest.tasks[task].samples for task in results},
+    )
+
+
+@dataclass(frozen=True)
+class FailurePolicy:
+    """When failed model calls stop a run instead of being scored: a span whose extraction
+    failed in transport (the server, not the model: retried on a rerun, never cached), a judge
+    call that failed in transport, or more than `max_invalid_share` of a task's spans whose
+    output stayed invalid after retries (the model's failure: up to the share, those spans count
+    with no triples). `allow_failures` scores anyway, and the results say so."""
+
+    max_invalid_share: float = 0.2
+    allow_failures: bool = False
+
+    def problems(
+        self, records: dict[str, list[SampleRecord]], panel: str | None = None
+    ) -> list[str]:
+        """One line per task that fails the policy."""
+        lines = []
+        for task, rows in records.items():
+            failed = failures_of(rows, panel)
+            counts = []
+            if failed.transport_spans:
+                counts.append(f"{failed.transport_spans} span(s) failed in transport")
+            if failed.invalid_spans > self.max_invalid_share * len(rows):
+                counts.append(
+                    f"{failed.invalid_spans} of {len(rows)} spans gave invalid output "
+                    f"(more than {self.max_invalid_share:.0%})"
+                )
+            if failed.judge_transport_calls:
+                counts.append(f"{failed.judge_transport_calls} judge call(s) failed in transport")
+            if counts:
+                lines.append(f"task {task}: {', '.join(counts)} (first: {failed.first})")
+        return lines
+
+    def check(
+        self, records: dict[str, list[SampleRecord]], folder: Path, panel: str | None = None
+    ) -> None:
+        """A one-line error when a run's records fail the policy (unless failures are
+        allowed); `folder` holds its samples."""
+        problems = self.problems(records, panel)
+        if problems and not self.allow_failures:
+            more = f" (and {len(problems) - 1} more task(s))" if len(problems) > 1 else ""
+            raise FinReflectError(
+                f"{problems[0]}{more}; no results written — rerun the same command to retry "
+                f"failed calls (samples are in {folder}), or score with --allow-failures"
+            )
+
+
+def failures_of(rows: list[SampleRecord], panel: str | None) -> Failures:
+    """A task's failed calls: extraction spans failed in transport or with invalid output after
+    retries, and judge calls of `panel` failed in transport."""
+    transport = [r for r in rows if any(step.transport_failed for step in r.steps)]
+    invalid = [r for r in rows if r.failed and r not in transport]
+    judge_calls = [c for r in rows for c in r.judge_calls.get(panel, []) if c.transport_failed]
+    messages = [f for r in transport + invalid for f in r.failures]
+    messages += [f"judge {c.model} {c.step}: {c.error}" for c in judge_calls]
+    return Failures(
+        transport_spans=len(transport),
+        invalid_spans=len(invalid),
+        judge_transport_calls=len(judge_calls),
+        first=messages[0] if messages else "",
     )
 
 

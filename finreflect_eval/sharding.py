@@ -10,7 +10,6 @@ unsharded one.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import os
 import re
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from finreflect_eval.data import span_list
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.store import Run, RunStore, load_run
 
@@ -49,13 +49,6 @@ class Shard:
 
     def select(self, items: list[T]) -> list[T]:
         return items[self.index :: self.count]
-
-
-def span_list(span_ids: list[str]) -> dict[str, Any]:
-    """What identifies a task's whole (unsharded) span list: its length and a hash of the ids
-    in order. Every shard records it; the merge must rebuild exactly this list."""
-    digest = hashlib.sha256("\n".join(span_ids).encode("utf-8")).hexdigest()
-    return {"count": len(span_ids), "sha256": digest}
 
 
 def load_runs(paths: list[Path]) -> Run:

@@ -8,11 +8,14 @@ manifest and continues it.
 
 from __future__ import annotations
 
+import contextlib
 import csv
+import fcntl
 import io
 import os
 import secrets
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -26,6 +29,8 @@ from finreflect_eval.records import (
     read,
     read_lines,
 )
+
+LOCK = ".finreflect-eval.lock"
 
 
 @dataclass
@@ -129,6 +134,47 @@ class RunStore:
             if manifest.status == "extracting" and identity(manifest) == same_run:
                 return self.load(manifest.run)
         return None
+
+
+_HELD: dict[Path, int] = {}  # folders this process holds the lock of -> nesting depth
+
+
+@contextlib.contextmanager
+def writing(folder: Path) -> Iterator[None]:
+    """Hold the run folder for this process: another process writing to it is refused at once
+    (two runs into one folder would overwrite each other's files). Reentrant within a process.
+    On taking the lock, temporary files that killed writers left behind are removed."""
+    folder = Path(folder).resolve()
+    if folder in _HELD:
+        _HELD[folder] += 1
+        try:
+            yield
+        finally:
+            _HELD[folder] -= 1
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    with (folder / LOCK).open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another process"
+            raise FinReflectError(
+                f"{folder} is being written by another finreflect-eval ({holder}); wait for it "
+                "to finish, or use another --output-path"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"pid {os.getpid()}")
+        lock.flush()
+        for stale in folder.glob(".*.tmp"):  # a killed writer's; nobody else writes here now
+            stale.unlink(missing_ok=True)
+        _HELD[folder] = 1
+        try:
+            yield
+        finally:
+            del _HELD[folder]
+            lock.truncate(0)
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def identity(manifest: Manifest) -> dict:

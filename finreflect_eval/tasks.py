@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from finreflect_eval.criteria import CRITERIA, CriterionName
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.modes import MODES, ModeName
-from finreflect_eval.records import MetricSpec
+from finreflect_eval.records import MetricSpec, SliceSpec
 from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.schema import KGSchema, load_schema
 
@@ -33,11 +33,13 @@ _PATH_FIELDS = ("schema",)
 
 
 class GenerationKwargs(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Sampling settings, in the ranges every backend accepts (finite numbers only)."""
 
-    max_gen_toks: int = Field(2048, gt=0)
-    temperature: float = Field(0.0, ge=0)
-    seed: int = 1234
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    max_gen_toks: int = Field(2048, gt=0, le=1_000_000)
+    temperature: float = Field(0.0, ge=0, le=10, allow_inf_nan=False)
+    seed: int = Field(1234, ge=0, lt=2**63)
 
 
 class ModelRef(BaseModel):
@@ -63,7 +65,10 @@ class TaskConfig(BaseModel):
     task: str
     tag: list[str] = []
     dataset_path: str = "sample"
+    dataset_name: str | None = None  # the dataset's config, for row data on the Hub (lm-eval)
     dataset_revision: str | None = None
+    # The task's selection of the split's spans (None: every span); applied before --limit.
+    slice: SliceSpec | None = None
     test_split: str = "test"
     fewshot_dataset: str | None = None  # where few-shot examples come from; None: dataset_path
     fewshot_split: str | None = "dev"

@@ -14,7 +14,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.data import text_sha256
+from finreflect_eval.data import span_list, text_sha256
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import (
     FORMAT_VERSION,
@@ -29,7 +29,6 @@ from finreflect_eval.records import (
     TaskManifest,
     read_json,
 )
-from finreflect_eval.sharding import span_list
 from finreflect_eval.store import Run, RunStore, newest
 from finreflect_eval.tasks import DEFAULT_METRICS, TaskIndex
 

@@ -24,13 +24,18 @@ def missing(problem: str) -> None:
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run the installed command line in a child process, offline (as a user would)."""
     environment = {**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})}
-    return subprocess.run(
+    result = subprocess.run(
         [sys.executable, "-m", "finreflect_eval", *args],
         capture_output=True,
         text=True,
         env=environment,
         timeout=1800,  # the slow end-to-end runs on the embedded model take minutes on 2 cores
     )
+    # Every CLI test that feeds bad input checks this: errors are one line, never a traceback
+    # (unless asked for with --verbosity DEBUG).
+    if result.returncode != 0 and "DEBUG" not in args:
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result
 
 
 @pytest.fixture

@@ -575,3 +575,22 @@ def test_infer_filing_metadata(
     name: str, text: str | None, expected: tuple[str | None, int | None]
 ) -> None:
     assert infer_filing_metadata(Path("/filings") / name, text) == expected
+
+
+@pytest.mark.parametrize("unit", ["word ", "x\n", "<div>"])
+def test_chunking_takes_time_linear_in_the_input(tmp_path: Path, unit: str) -> None:
+    """A hostile filing (one endless paragraph, endless lines, endless tags) is chunked in linear
+    time: four times the input may take about four times as long, not sixteen."""
+    import time
+
+    from finreflect_eval.data import build_spans
+
+    def seconds(repeat: int) -> float:
+        path = tmp_path / f"ACME_10-K-2024-01-0{repeat}.htm"
+        path.write_text("<p>Item 1. Business</p>" + unit * repeat * 25_000)
+        start = time.perf_counter()
+        build_spans([path], fiscal_year=2024)
+        return time.perf_counter() - start
+
+    seconds(1)  # warm up imports and caches
+    assert seconds(4) < 8 * seconds(1) + 0.5

@@ -77,6 +77,13 @@ def test_dataset_build_keeps_an_html_table_whole(cli, tmp_path):
         assert cell in tables[0]["text"]
     assert {row["section"] for row in spans} == {"Item 7", "Item 8"}
     assert all(row["ticker"] == "AMZN" and row["fiscal_year"] == 2024 for row in spans)
+    # the card describes this data, not the bundled sample; spans is the default config
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "bundled sample" not in card and "filings of AMZN (fiscal years 2024)" in card
+    assert "default: true" in card and f"num_examples: {len(spans)}" in card
+    assert "arxiv.org/abs/2510.05710" in card
+    default = datasets.load_dataset(str(tmp_path / "out"), split="test")
+    assert default["span_id"] == spans["span_id"]
 
 
 def test_dataset_build_needs_a_ticker_it_cannot_infer(cli, tmp_path):
@@ -129,7 +136,8 @@ def test_a_rebuilt_folder_is_not_loaded_stale(cli, filings, tmp_path):
     counts = []
     for max_tokens in ("2048", "512"):
         result = cli(
-            "dataset", "build", str(filings[0]), "--output", str(output), "--max-tokens", max_tokens
+            *("dataset", "build", str(filings[0]), "--output", str(output)),
+            *("--max-tokens", max_tokens, "--replace"),
         )
         assert result.returncode == 0, result.stderr
         counts.append(len(load_benchmark(str(output)).spans))

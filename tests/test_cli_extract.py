@@ -67,7 +67,7 @@ def test_extract_all_modes_then_resume_from_cache(cli, tiny_model_dir, tmp_path)
 
 def test_extract_with_a_missing_model_is_one_line(cli, tmp_path):
     result = cli(
-        *("extract", "--model", str(tmp_path / "nope"), "--limit", "1"),
+        *("extract", "--model", str(tmp_path / "nope"), "--limit", "1", "--dataset", "sample"),
         *("--output-path", str(tmp_path / "out")),
     )
     assert result.returncode == 1

@@ -148,6 +148,7 @@ def test_multi_pass_calls_the_second_model(tmp_path):
     config = RunConfig(
         model=ModelSpec("candidate", "scripted", {"responses": str(candidate_outputs)}),
         tasks=["mp_two_models"],
+        dataset="sample",
         limit=2,
         output_path=tmp_path / "out",
         include_paths=[tmp_path / "tasks"],

@@ -107,7 +107,7 @@ def test_score_before_judge_says_what_to_do(cli, tmp_path, env):
     extracted = cli(
         *("extract", "--model", "candidate", "--backend", "scripted", "--model-args"),
         *(f"responses={candidate_file(tmp_path)}", "--tasks", "finreflect_single_pass"),
-        *("--limit", "1", "--output-path", str(tmp_path / "out")),
+        *("--dataset", "sample", "--limit", "1", "--output-path", str(tmp_path / "out")),
         env=env,
     )
     assert extracted.returncode == 0, extracted.stderr[-2000:]
@@ -218,3 +218,30 @@ def test_paper_panel_at_three_endpoints_stays_official():
     assert not is_official("paper", members[:2])
     with pytest.raises(FinReflectError, match="has no judge 'qwen'"):
         paper.at_endpoints({"qwen": "http://x/v1"})
+
+
+def test_judging_with_another_panel_writes_beside_the_first(tmp_path):
+    from support.runs import scripted_run
+
+    from finreflect_eval import evaluator
+    from finreflect_eval.store import load_run
+
+    first_panel = panel_file(tmp_path / "a", "accepts_all", "accepts_all", "rejects_all", name="a")
+    first = scripted_run(tmp_path, "candidate", 2, first_panel)
+    before = {path.name: path.read_bytes() for path in first.parent.glob("results_*")}
+    second_panel = load_panel(
+        panel_file(tmp_path / "b", "rejects_all", "rejects_all", "accepts_all", name="b")
+    )
+    run = load_run(next(first.parent.glob("manifest_*.json")))
+    judged = evaluator.judge(run, second_panel, cache=None)
+    evaluator.score(judged, "b")
+    for name, content in before.items():  # panel a's results are untouched
+        assert (first.parent / name).read_bytes() == content
+    assert {p.name.rsplit("_", 1)[-1] for p in first.parent.glob("results_*.json")} == {
+        "a.json",
+        "b.json",
+    }
+    for record in load_run(next(first.parent.glob("manifest_*.json"))).records[
+        "finreflect_smoke_single_pass"
+    ]:
+        assert set(record.judge_calls) == {"a", "b"}

@@ -128,7 +128,15 @@ def test_bad_model_args_and_paths_are_one_line_errors(tiny_model_dir, tmp_path):
         (ModelSpec(str(tiny_model_dir), "hf", {"bacth_size": 2}), "unknown model arg 'bacth_size'"),
         (ModelSpec(str(tiny_model_dir), "hff"), r"unknown backend 'hff'.*did you mean 'hf'"),
         (ModelSpec(str(tmp_path / "missing"), "hf"), "cannot load model"),
+        (ModelSpec(str(tiny_model_dir), "hf", {"dtype": "float17"}), "dtype 'float17'"),
+        (ModelSpec(str(tiny_model_dir), "hf", {"dtype": 16}), "dtype=16 .*valid string"),
     ]
+    import torch
+
+    if not torch.cuda.is_available():  # a device this machine lacks
+        cases.append(
+            (ModelSpec(str(tiny_model_dir), "hf", {"device_map": "cuda:7"}), "cannot load model")
+        )
     for model_spec, message in cases:
         with pytest.raises(FinReflectError, match=message), load_model(model_spec):
             pass
@@ -144,3 +152,12 @@ def test_embedded_alias_without_its_extra_names_the_extra(monkeypatch):
         load_model(ModelSpec("gemma-3-270m", "hf")),
     ):
         pass
+
+
+def test_a_prompt_over_the_context_is_refused_before_generating(tiny_model_dir):
+    long = GenerationRequest(prompt="revenue " * 17000, schema=TRIPLES, max_tokens=400)
+    with load_model(spec(tiny_model_dir)) as lm:
+        assert lm.context_length == 16384
+        with pytest.raises(FinReflectError, match=r"over the 16384-token context .*--max-tokens"):
+            lm.generate([*requests(2), long])
+        assert lm.stats["requests_generated"] == 0  # nothing of the batch was generated

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from support.chat_server import Reply, ScriptedServer, answer
+from support.chat_server import Reply, ScriptedServer, answer, closed_port, silent_server
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
@@ -127,16 +126,56 @@ def test_exhausted_retries_report_the_last_error(server, connect):
     assert len(server.requests) == 3
 
 
-def test_connection_refused_is_retried_then_reported():
-    with socket.socket() as probe:  # a port nobody listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    lm = OpenAIModel("m", base_url=f"http://127.0.0.1:{port}/v1", backoff=0.01, http_retries=2)
-    try:
-        [result] = lm.generate([request()])
-    finally:
+def test_a_closed_port_is_one_line_at_once():
+    lm = OpenAIModel("m", base_url=closed_port(), backoff=0.01)
+    start = time.monotonic()
+    with pytest.raises(FinReflectError, match=r"cannot reach the endpoint .*ConnectError"):
+        lm.generate([request()])
+    assert time.monotonic() - start < 5
+    lm.close()
+
+
+def test_a_server_that_never_answers_is_one_line():
+    with silent_server() as url:
+        lm = OpenAIModel("m", base_url=url, timeout=1.0)
+        with pytest.raises(FinReflectError, match=r"cannot reach .*Timeout"):
+            lm.generate([request()])
         lm.close()
-    assert not result.ok and "ConnectError" in result.error and "after 3 attempts" in result.error
+
+
+def test_the_deadline_cuts_off_a_trickling_server(server, connect):
+    # Each byte comes well within the read timeout; only the total deadline can stop it.
+    server.script = [Reply(trickle=0.05)]
+    lm = connect(timeout=1.0, deadline=0.5, http_retries=3)
+    start = time.monotonic()
+    [result] = lm.generate([request()])
+    assert not result.ok and "deadline" in result.error
+    assert time.monotonic() - start < 2.0
+
+
+def test_a_server_failing_every_request_is_given_up(server, connect):
+    server.script = [Reply(503, {"error": "down"})]
+    lm = connect(http_retries=1, failure_budget=2, max_concurrency=1)
+    results = lm.generate([request(seed) for seed in range(6)])
+    assert not any(result.ok for result in results)
+    assert len(server.requests) == 4  # two requests of two attempts each, then no more
+    assert "given up after 2 failed requests in a row" in results[-1].error
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"choices": [{"message": {"content": {"a": 1}}}]},
+        {"choices": [{"message": {"content": None}}]},
+        {"choices": []},
+        [1, 2, 3],
+        "null",
+    ],
+)
+def test_a_malformed_answer_is_a_transport_failure(server, connect, body):
+    server.script = [Reply(body=body)]
+    [result] = connect().generate([request()])
+    assert not result.ok and "malformed response" in result.error and result.attempts == 0
 
 
 def test_hang_times_out_and_is_not_cached(server, connect, tmp_path):

@@ -43,12 +43,12 @@ def test_run_against_llama_server(llama_server, cli, tmp_path):
     (samples,) = (out / "gemma-3-270m").glob("samples_finreflect_smoke_single_pass_*.jsonl")
     records = [json.loads(line) for line in samples.read_text().splitlines()]
     assert len(records) == 2
-    calls = [call for r in records for call in r["steps"] + r["judge_calls"]]
+    calls = [call for r in records for call in r["steps"] + r["judge_calls"]["demo"]]
     # 2 extractions, then 3 judges x 4 criteria for each span with triples
     judged = sum(bool(r["triples"]) for r in records)
     assert len(calls) == len(proxy.exchanges) == 2 + 3 * 4 * judged
     # every output was valid against its schema (LM.generate validates each one)
     assert [call["error"] for call in calls] == [None] * len(calls)
-    (results,) = (out / "gemma-3-270m").glob("results_*.json")
-    scores = json.loads(results.read_text())["results"]["finreflect_smoke_single_pass"]
-    assert scores["judge_failures"] == 0
+    (results,) = (out / "gemma-3-270m").glob("results_*_demo.json")
+    details = json.loads(results.read_text())["details"]["finreflect_smoke_single_pass"]
+    assert details["judge_failures"] == 0

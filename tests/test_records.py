@@ -37,7 +37,7 @@ FILES = {  # file name prefix -> what every such file is
 def test_every_file_a_run_writes_validates_against_the_schemas(tmp_path):
     panel = panel_file(tmp_path, "accepts_all", "broken", "rejects_all")
     tasks = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
-    results = scripted_run(tmp_path, "acme/kg-7b", 2, panel, tasks)
+    results = scripted_run(tmp_path, "acme/kg-7b", None, panel, tasks)  # submit takes no --limit
     write_audit(audit_with(tmp_path, "accepts_all", limit=1), tmp_path / "out" / "acme__kg-7b")
     board = tmp_path / "board"
     stored, _ = submit(results, board)

@@ -8,7 +8,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from finreflect_eval.data import SAMPLE, load_benchmark, write_dataset_folder
-from finreflect_eval.data.sample_source import read_sample_source
+from finreflect_eval.data.sample_source import read_sample_source, sample_card
 from finreflect_eval.resources import sample_dir
 from finreflect_eval.schema import check_rules, load_schema
 
@@ -91,7 +91,7 @@ def test_limit_takes_first_spans_in_stable_order(test_split):
 
 
 def test_parquet_files_match_their_sources(tmp_path):
-    write_dataset_folder(tmp_path, read_sample_source(sample_dir() / "source"))
+    write_dataset_folder(tmp_path, read_sample_source(sample_dir() / "source"), **sample_card())
     built = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*.parquet"))
     shipped = sorted(p.relative_to(sample_dir()) for p in sample_dir().rglob("*.parquet"))
     assert built == shipped

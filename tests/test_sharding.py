@@ -6,8 +6,9 @@ import json
 import pytest
 from support.runs import panel_file
 
+from finreflect_eval.data import span_list
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.sharding import Shard, span_list
+from finreflect_eval.sharding import Shard
 
 TASKS = ("finreflect_single_pass", "finreflect_reflection")
 CANDIDATE = (

@@ -32,7 +32,7 @@ def test_bundled_tasks_and_group():
     index = TaskIndex()
     modes = ("single_pass", "multi_pass", "reflection")
     assert set(index.tasks) == {
-        f"finreflect_{kind}{mode}" for kind in ("", "smoke_") for mode in modes
+        f"finreflect_{kind}{mode}" for kind in ("", "smoke_", "full_") for mode in modes
     }
     assert [t.name for t in index.resolve(["finreflect"])] == [
         "finreflect_single_pass",
@@ -42,7 +42,7 @@ def test_bundled_tasks_and_group():
     reflection = index.tasks["finreflect_reflection"].config
     assert reflection.max_iterations == 3 and reflection.num_fewshot == 2
     assert set(reflection.prompts) == {"extract", "critic", "correct"}
-    assert reflection.version == 1
+    assert reflection.version == 2
     # the base file's relative paths resolve against the base file
     assert reflection.schema_path.endswith("tasks/schema.yaml")
     assert set(reflection.judge_prompts) == {
@@ -65,7 +65,7 @@ def test_cli_lists_and_validates(cli):
     assert "| finreflect | group:" in listed.stdout
     validated = cli("tasks", "validate")
     assert validated.returncode == 0, validated.stderr
-    assert "6 task(s) valid, 2 group(s)" in validated.stdout
+    assert "9 task(s) valid, 3 group(s)" in validated.stdout
 
 
 def test_include_path_adds_and_overrides_with_a_notice(tmp_path, caplog):

@@ -19,7 +19,7 @@ Chunking rules:
 from finreflect_eval.chunking.blocks import FRONT_MATTER, Block, Chunk
 from finreflect_eval.chunking.metadata import infer_filing_metadata
 from finreflect_eval.chunking.packing import chunk_filing
-from finreflect_eval.chunking.readers import read_filing
+from finreflect_eval.chunking.readers import read_filing, read_text
 from finreflect_eval.chunking.tokens import TokenCounter, token_counter
 
 __all__ = [
@@ -30,5 +30,6 @@ __all__ = [
     "chunk_filing",
     "infer_filing_metadata",
     "read_filing",
+    "read_text",
     "token_counter",
 ]

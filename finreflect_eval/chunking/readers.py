@@ -17,6 +17,7 @@ from finreflect_eval.chunking.blocks import (
     parse_item,
 )
 from finreflect_eval.chunking.html import read_html
+from finreflect_eval.errors import FinReflectError
 
 logger = logging.getLogger(__name__)
 
@@ -31,8 +32,7 @@ def read_filing(path: str | Path) -> list[Block]:
     breaks are merged, and a paragraph cut in two by a page break is joined again.
     """
     path = Path(path)
-    # utf-8-sig is utf-8 that also drops a byte-order mark.
-    content = path.read_text(encoding="utf-8-sig", errors="replace")
+    content = read_text(path)
     suffix = path.suffix.lower()
     if suffix in {".htm", ".html", ".xhtml"}:
         blocks = read_html(content)
@@ -43,6 +43,26 @@ def read_filing(path: str | Path) -> list[Block]:
     else:
         blocks = _read_text(content)
     return _finish(blocks)
+
+
+MAX_INVALID_SHARE = 0.01  # of characters not UTF-8: a stray byte is replaced, a binary refused
+
+
+def read_text(path: Path) -> str:
+    """A filing's text (UTF-8; a byte-order mark dropped, a stray invalid byte replaced). A
+    binary file is a one-line error, not a filing of replacement characters."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise FinReflectError(f"cannot read filing {path}: {exc.strerror}") from exc
+    nul = data.find(b"\0")
+    if nul >= 0:
+        raise FinReflectError(f"{path} is not a text filing (binary data at byte {nul})")
+    # utf-8-sig is utf-8 that also drops a byte-order mark.
+    content = data.decode("utf-8-sig", errors="replace")
+    if content.count("\ufffd") > MAX_INVALID_SHARE * len(content):
+        raise FinReflectError(f"{path} is not UTF-8 text (too many invalid bytes)")
+    return content
 
 
 def _is_xbrl_residue(line: str) -> bool:

@@ -10,7 +10,7 @@ from finreflect_eval.data._build import (
     write_dataset_folder,
 )
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
-from finreflect_eval.data._info import describe
+from finreflect_eval.data._info import describe, describe_slice
 from finreflect_eval.data._load import SAMPLE, available_splits, load_benchmark, resolve_dataset
 from finreflect_eval.data._records import (
     CONFIGS,
@@ -21,6 +21,7 @@ from finreflect_eval.data._records import (
     Span,
     text_sha256,
 )
+from finreflect_eval.data._slice import select_slice, span_list
 
 __all__ = [
     "CONFIGS",
@@ -34,12 +35,15 @@ __all__ = [
     "available_splits",
     "build_spans",
     "describe",
+    "describe_slice",
     "evalbench_to_benchmark",
     "is_evalbench",
     "load_benchmark",
     "push_dataset",
     "resolve_dataset",
     "section_slug",
+    "select_slice",
+    "span_list",
     "text_sha256",
     "write_card",
     "write_dataset_folder",

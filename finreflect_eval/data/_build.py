@@ -8,10 +8,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import datasets
-from huggingface_hub import DatasetCard
+import pyarrow.parquet as pq
+from huggingface_hub import DatasetCard, DatasetCardData
 from pydantic import BaseModel
 
-from finreflect_eval.chunking import chunk_filing, infer_filing_metadata, read_filing, token_counter
+from finreflect_eval.chunking import (
+    chunk_filing,
+    infer_filing_metadata,
+    read_filing,
+    read_text,
+    token_counter,
+)
 from finreflect_eval.data._records import CONFIGS, FEATURES, Span, text_sha256
 from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.resources import bundled_path
@@ -22,45 +29,149 @@ DEFAULT_MAX_TOKENS = 2048
 
 
 def write_dataset_folder(
-    output: str | Path, tables: Mapping[str, Mapping[str, Sequence[BaseModel]]]
+    output: str | Path,
+    tables: Mapping[str, Mapping[str, Sequence[BaseModel]]],
+    *,
+    about: str | None = None,
+    pretty_name: str = "10-K spans (finreflect-eval format)",
+    license: str | None = None,
+    replace: bool = True,
 ) -> Path:
     """Write `{config: {split: records}}` as `<config>/<split>-00000-of-00001.parquet` (the layout
-    `push_to_hub` uses) and a README.md dataset card declaring every config in the folder."""
+    `push_to_hub` uses) and a README.md dataset card declaring every config in the folder;
+    `about` describes the data (default: the companies and years of its spans). With
+    `replace=False`, a folder that already holds a dataset is a one-line error; with `replace`,
+    its data files are all removed first (no stale split or config stays behind)."""
     output = Path(output)
+    existing = sorted(output.glob("*/*.parquet")) if output.is_dir() else []
+    if existing and not replace:
+        raise FinReflectError(
+            f"{output} already holds a dataset ({existing[0].relative_to(output)}); choose another "
+            "--output, or pass --replace to overwrite it"
+        )
+    for stale in existing:
+        stale.unlink()
     for config, splits in tables.items():
         for split, records in splits.items():
-            for stale in (output / config).glob(f"{split}-*.parquet"):  # a rebuilt split
-                stale.unlink()
             if not records:
                 continue  # no empty splits: datasets lists only the splits that have rows
             path = output / config / f"{split}-00000-of-00001.parquet"
             path.parent.mkdir(parents=True, exist_ok=True)
             rows = [record.model_dump() for record in records]
             datasets.Dataset.from_list(rows, features=FEATURES[config]).to_parquet(str(path))
-    write_card(output)
+    spans = [span for split in tables.get("spans", {}).values() for span in split]
+    write_card(output, about=about or _about(spans), pretty_name=pretty_name, license=license)
     return output
 
 
-def write_card(folder: str | Path) -> Path:
-    """(Re)write `README.md`: our dataset card with `configs` listing the parquet files present."""
+def _about(spans: Sequence[BaseModel]) -> str:
+    companies = sorted({span.ticker for span in spans})
+    years = sorted({span.fiscal_year for span in spans})
+    return (
+        "Spans built with `finreflect-eval dataset build` from the 10-K filings of "
+        f"{', '.join(companies) or 'no company'} (fiscal years {', '.join(map(str, years))})."
+    )
+
+
+def write_card(
+    folder: str | Path,
+    *,
+    about: str,
+    pretty_name: str = "10-K spans (finreflect-eval format)",
+    license: str | None = None,
+) -> Path:
+    """(Re)write `README.md` from the card template: the configs of the parquet files present
+    (`spans` the default), `dataset_info` with the row counts, a size category, and `about`."""
     folder = Path(folder)
-    card = DatasetCard.load(bundled_path("dataset_card.md"))
-    card.data.configs = [
-        {
-            "config_name": config,
-            "data_files": [
-                {"split": path.name.split("-")[0], "path": f"{config}/{path.name}"}
-                for path in sorted((folder / config).glob("*.parquet"))
-            ],
-        }
+    files = {
+        config: sorted((folder / config).glob("*.parquet"))
         for config in CONFIGS
         if any((folder / config).glob("*.parquet"))
-    ]
-    if not card.data.configs:
+    }
+    if not files:
         raise FinReflectError(f"{folder} holds no parquet files under {', '.join(CONFIGS)}")
+    tables = {  # config -> split -> the split's rows (one parquet file per split)
+        config: {path.name.split("-")[0]: pq.read_table(path) for path in paths}
+        for config, paths in files.items()
+    }
+    rows = {
+        config: {split: table.num_rows for split, table in splits.items()}
+        for config, splits in tables.items()
+    }
+    configs = [
+        {
+            "config_name": config,
+            **({"default": True} if config == "spans" else {}),
+            "data_files": [
+                {"split": path.name.split("-")[0], "path": f"{config}/{path.name}"}
+                for path in paths
+            ],
+        }
+        for config, paths in files.items()
+    ]
+    dataset_info = [
+        {
+            "config_name": config,
+            "features": [
+                {"name": name, "dtype": feature.dtype} for name, feature in FEATURES[config].items()
+            ],
+            # num_bytes: the rows' Arrow size, as datasets counts it (the same on any machine)
+            "splits": [
+                {"name": split, "num_bytes": table.nbytes, "num_examples": table.num_rows}
+                for split, table in tables[config].items()
+            ],
+        }
+        for config in files
+    ]
+    card_data = DatasetCardData(
+        pretty_name=pretty_name,
+        license=license,
+        language=["en"],
+        task_categories=["text-generation", "text-classification"],
+        tags=TAGS,
+        size_categories=[_size_category(sum(rows.get("spans", {}).values()))],
+        configs=configs,
+        dataset_info=dataset_info,
+    )
+    counts = "\n".join(
+        [
+            "| config | split | rows |",
+            "|---|---|---|",
+            *(
+                f"| `{c}` | `{split}` | {n} |"
+                for c, splits in rows.items()
+                for split, n in splits.items()
+            ),
+        ]
+    )
+    card = DatasetCard.from_template(
+        card_data,
+        template_path=str(bundled_path("dataset_card.md")),
+        pretty_name=pretty_name,
+        about=about.strip(),
+        counts=counts,
+    )
     path = folder / "README.md"
     path.write_text(card.content, encoding="utf-8")
     return path
+
+
+TAGS = [
+    "finance",
+    "sec-filings",
+    "10-k",
+    "knowledge-graph",
+    "information-extraction",
+    "llm-as-a-judge",
+    "llm-evaluation",
+]
+
+
+def _size_category(n: int) -> str:
+    for bound, label in ((1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K")):
+        if n < bound:
+            return label
+    return "100K<n<1M" if n < 1_000_000 else "1M<n<10M"
 
 
 def section_slug(section: str) -> str:
@@ -82,10 +193,7 @@ def build_spans(
     filings = []
     for file in files:
         path = Path(file)
-        try:
-            text = path.read_text(encoding="utf-8", errors="replace")
-        except OSError as exc:
-            raise FinReflectError(f"cannot read filing {path}: {exc.strerror}") from exc
+        text = read_text(path)
         inferred_ticker, inferred_year = infer_filing_metadata(path, text)
         filing_ticker = ticker or inferred_ticker
         year = fiscal_year or inferred_year
@@ -98,7 +206,10 @@ def build_spans(
 
     spans: dict[str, Span] = {}
     for filing_ticker, year, path in sorted(filings, key=lambda f: (f[0], f[1], f[2].name)):
-        for chunk in chunk_filing(read_filing(path), max_tokens, count_tokens):
+        chunks = chunk_filing(read_filing(path), max_tokens, count_tokens)
+        if not chunks:
+            raise FinReflectError(f"{path} holds no 10-K text to chunk")
+        for chunk in chunks:
             span_id = (
                 f"{filing_ticker}_{year}_{section_slug(chunk.section)}_{chunk.chunk_index:04d}"
             )

@@ -8,7 +8,8 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
-from finreflect_eval.chunking import TokenCounter, token_counter
+from finreflect_eval.chunking import FRONT_MATTER, TokenCounter, token_counter
+from finreflect_eval.chunking.blocks import parse_item
 from finreflect_eval.criteria import TRIPLE_CRITERIA
 from finreflect_eval.data._records import (
     Benchmark,
@@ -124,11 +125,40 @@ def evalbench_to_benchmark(
     return Benchmark(
         dataset=dataset,
         split=split,
-        spans=spans,
+        spans=infer_sections(spans),
         reference_triples=triples,
         judgments=judgments,
         revision=revision,
     )
+
+
+def infer_sections(spans: list[Span]) -> list[Span]:
+    """Spans whose rows name no section get the 10-K Item they are in: in each filing, in page
+    and chunk order, the last Item heading that began a chunk (before the first: "Front
+    matter"). Spans with a section keep it."""
+    by_filing: dict[tuple[str, int, str], list[Span]] = {}
+    for span in spans:
+        if not span.section:
+            by_filing.setdefault((span.ticker, span.fiscal_year, span.source_file), []).append(span)
+    sections: dict[str, str] = {}
+    for members in by_filing.values():
+        current = FRONT_MATTER
+        for span in sorted(members, key=lambda s: (_number(s.page_id), s.chunk_index)):
+            for line in span.text.splitlines()[:3]:
+                item = parse_item(line.strip().strip("#*_ ").strip())
+                if item:
+                    current = item[0]
+                    break
+            sections[span.span_id] = current
+    return [
+        span.model_copy(update={"section": sections[span.span_id]}) if not span.section else span
+        for span in spans
+    ]
+
+
+def _number(text: str) -> int:
+    digits = "".join(ch for ch in text if ch.isdigit())
+    return int(digits) if digits else 0
 
 
 def _span_ids(keys: Iterable[tuple[str, ...]]) -> list[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import Counter
 
 from finreflect_eval.data._records import Benchmark
+from finreflect_eval.data._slice import span_list
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:
@@ -77,6 +78,29 @@ def describe(benchmarks: list[Benchmark]) -> str:
                     + ", ".join(f"{flaw} {n}" for flaw, n in sorted(flaws.items()))
                 )
     return "\n\n".join(parts) + "\n"
+
+
+def describe_slice(whole: Benchmark, sliced: Benchmark) -> str:
+    """The slice's counts: spans kept of the split's, companies, strata and its fingerprint
+    (what `leaderboard/datasets.json` records for an official dataset)."""
+    spec = sliced.slice
+    strata = {(span.ticker, span.section) for span in whole.spans}
+    rows = [
+        ["spans", len(sliced.spans), len(whole.spans)],
+        ["companies", len({s.ticker for s in sliced.spans}), len({s.ticker for s in whole.spans})],
+        [
+            "strata (company, section)",
+            len({(s.ticker, s.section) for s in sliced.spans}),
+            len(strata),
+        ],
+    ]
+    return (
+        f"## Slice `{spec.name}` of split `{sliced.split}` ({spec.per_stratum} per stratum, "
+        f"salt `{spec.salt}`)\n\n"
+        + markdown_table(["", "in the slice", "in the split"], rows)
+        + f"\n\nfingerprint {sliced.fingerprint}, span list sha256 "
+        + f"{span_list([s.span_id for s in sliced.spans])['sha256']}\n"
+    )
 
 
 def _section_order(item: tuple[str, list[int]]) -> tuple[int, str]:

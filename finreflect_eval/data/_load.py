@@ -16,7 +16,9 @@ from pydantic import BaseModel, ValidationError
 
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, first_chunks, is_evalbench
 from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark, text_sha256
+from finreflect_eval.data._slice import select_slice
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
+from finreflect_eval.records import SliceSpec
 from finreflect_eval.resources import sample_dir
 
 logger = logging.getLogger(__name__)
@@ -44,11 +46,15 @@ def load_benchmark(
     split: str = "test",
     limit: int | None = None,
     revision: str | None = None,
+    config: str | None = None,
+    slice: SliceSpec | None = None,
 ) -> Benchmark:
-    """Load one split as typed records; `limit` keeps the first N spans in dataset order.
+    """Load one split as typed records: the `slice` of it when given, then the first `limit`
+    spans (in dataset order).
 
     Accepts our format (configs `spans`, `reference_triples`, `judgments`) or rows in the layout
-    of `domyn/FinReflectKG-EvalBench` (one triple per row with its chunk), told apart by columns.
+    of `domyn/FinReflectKG-EvalBench` (one triple per row with its chunk), told apart by columns;
+    `config` names the config of row data (lm-eval's `dataset_name`).
     """
     source = resolve_dataset(dataset)
     # datasets 5.x keys its cache of a local folder by the folder's name, not its content, so a
@@ -57,29 +63,40 @@ def load_benchmark(
     local = Path(source).exists()
     cache = tempfile.TemporaryDirectory(prefix="finreflect-data-") if local else nullcontext()
     bars = datasets.is_progress_bar_enabled()
+    verbosity = datasets.logging.get_verbosity()
     if local:  # a local conversion takes milliseconds: its progress bars are only noise
         datasets.disable_progress_bars()
+        # and a broken file is our one-line error below, not datasets' own log lines too
+        datasets.logging.set_verbosity(datasets.logging.CRITICAL + 1)
     try:
         with cache as cache_dir:
             benchmark = _load(
                 source,
                 split=split,
                 revision=revision,
+                config=config,
                 name=dataset,
                 cache_dir=cache_dir,
-                limit=limit,
+                limit=None if slice else limit,  # a slice needs the whole split
             )
     except FinReflectError:
         raise
     except (ConnectionError, OSError) as exc:
         # Offline mode, no network, or a missing Hub repo all surface as these.
         raise FinReflectError(
-            f"cannot load dataset '{dataset}' ({first_line(exc)}); offline, use --dataset sample "
-            "or a local path"
+            f"cannot load dataset '{dataset}' ({first_line(exc)}); offline, run the smoke tasks "
+            "on the bundled sample (--tasks finreflect_smoke) or pass --dataset sample or a "
+            "local copy"
         ) from exc
+    except Exception as exc:  # malformed data: empty or broken files, unreadable rows
+        raise FinReflectError(f"cannot read dataset '{dataset}': {first_line(exc)}") from exc
     finally:
         if bars:
             datasets.enable_progress_bars()
+        datasets.logging.set_verbosity(verbosity)
+    if slice is not None:
+        spans = select_slice(benchmark.spans, slice)
+        benchmark = replace(benchmark.subset(spans), size=len(spans), slice=slice)
     return benchmark.limited(limit)
 
 
@@ -88,6 +105,7 @@ def _load(
     *,
     split: str,
     revision: str | None,
+    config: str | None,
     name: str,
     cache_dir: str | None,
     limit: int | None,
@@ -109,14 +127,19 @@ def _load(
 
     configs = datasets.get_dataset_config_names(source, revision=revision)
     if "spans" in configs:
+        if config not in (None, "spans"):
+            raise FinReflectError(
+                f"dataset '{name}' is in our format (configs {', '.join(CONFIGS)}): it has no "
+                f"config '{config}' to choose (leave dataset_name empty)"
+            )
         return _load_our_format(
             source, configs, split=split, revision=revision, name=name, cache_dir=cache_dir
         )
     dataset_dict = datasets.load_dataset(
-        source, revision=revision, cache_dir=cache_dir, streaming=stream
+        source, config, revision=revision, cache_dir=cache_dir, streaming=stream
     )
-    rows = _pick_split(dataset_dict, split, name)
-    return _from_rows(rows, name=name, split=split, revision=revision, limit=limit)
+    actual, rows = _pick_split(dataset_dict, split, name)
+    return _from_rows(rows, name=name, split=actual, revision=revision, limit=limit)
 
 
 def _from_rows(
@@ -136,13 +159,17 @@ def _from_rows(
     return replace(benchmark, size=None if limit is not None else len(benchmark.spans))
 
 
-def _pick_split(dataset_dict: datasets.DatasetDict, split: str, name: str) -> datasets.Dataset:
+def _pick_split(
+    dataset_dict: datasets.DatasetDict, split: str, name: str
+) -> tuple[str, datasets.Dataset]:
+    """The split asked for, or for "test" the only split of single-split data (the Hub's
+    FinReflectKG-EvalBench has only "train"): its name (what a run records) and its rows."""
     if split in dataset_dict:
-        return dataset_dict[split]
-    if len(dataset_dict) == 1 and split == "test":  # single-split data (e.g. only "train")
+        return split, dataset_dict[split]
+    if len(dataset_dict) == 1 and split == "test":
         (only,) = dataset_dict
         logger.info("dataset '%s' has no split '%s'; using its only split '%s'", name, split, only)
-        return dataset_dict[only]
+        return only, dataset_dict[only]
     raise FinReflectError(
         f"dataset '{name}' has no split '{split}' (splits: {', '.join(dataset_dict)})"
     )

@@ -11,7 +11,7 @@ import datasets
 from pydantic import BaseModel, ConfigDict, Field
 
 from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
-from finreflect_eval.records import DatasetInfo
+from finreflect_eval.records import DatasetInfo, SliceSpec
 from finreflect_eval.schema import Triple
 
 CONFIGS = ("spans", "reference_triples", "judgments")
@@ -153,7 +153,8 @@ class Benchmark:
     judgments: list[Judgment] = field(default_factory=list)
     revision: str | None = None
     fingerprint: str = ""
-    size: int | None = None  # spans in the whole split, where known
+    size: int | None = None  # spans in the whole split (or slice), where known
+    slice: SliceSpec | None = None  # the slice of the split these spans are
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
@@ -180,15 +181,18 @@ class Benchmark:
             revision=self.revision,
             fingerprint=self.fingerprint,
             size=self.size,
+            slice=self.slice,
         )
 
-    def info(self, limit: int | None = None) -> DatasetInfo:
+    def info(self, limit: int | None = None, config: str | None = None) -> DatasetInfo:
         """What a run's files say of this data (with the `--limit` it ran under)."""
         return DatasetInfo(
             id=self.dataset,
+            config=config,
             split=self.split,
             revision=self.revision,
             fingerprint=self.fingerprint,
+            slice=self.slice,
             limit=limit,
             size=self.size,
         )

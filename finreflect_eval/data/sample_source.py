@@ -168,10 +168,19 @@ def _add(tables: dict, split: str, source: _SourceFile, span: _SourceSpan) -> No
             )
 
 
+def sample_card() -> dict[str, str]:
+    """What the sample's dataset card says of it (its text is ours: CC BY 4.0)."""
+    return {
+        "about": (sample_dir() / "source" / "ABOUT.md").read_text(encoding="utf-8"),
+        "pretty_name": "finreflect-eval bundled sample",
+        "license": "cc-by-4.0",
+    }
+
+
 def main() -> None:
     folder = sample_dir()
     tables = read_sample_source(folder / "source")
-    write_dataset_folder(folder, tables)
+    write_dataset_folder(folder, tables, **sample_card())
     counts = {config: sum(map(len, splits.values())) for config, splits in tables.items()}
     print(f"wrote {folder}: {counts}")
 

@@ -2,16 +2,18 @@
 
 A submission is a run's results with the manifest and samples (every vote) they follow from,
 stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. `submit` accepts one only when
-every score recomputed from its samples equals the submitted score, its tasks and dataset are
-known, and it is not a duplicate; a panel that is not a known official one makes a community
-entry. `build` renders `index.html` (data inline, no network), `leaderboard.json` and
-`leaderboard.csv`. Modules by job: `verify`, `entries` (storage), `render`.
+it is a complete run (no --limit, no shard) of a task on a dataset listed in `datasets.json`,
+every score recomputed from its samples equals the submitted score, and it is not a duplicate.
+Its section: `official` (ranked: an official dataset slice and an official panel), `community`
+(another panel) or `smoke` (the bundled sample). `build` renders `index.html` (data inline, no
+network), `leaderboard.json` and `leaderboard.csv`; `check` tells which of them are stale.
+Modules by job: `verify`, `entries` (storage), `render` (with `templates/`).
 """
 
 from pathlib import Path
 
 from finreflect_eval.leaderboard.entries import add_entry, load_entries
-from finreflect_eval.leaderboard.render import build
+from finreflect_eval.leaderboard.render import build, check
 from finreflect_eval.leaderboard.verify import bundle_run, check_model_name, verify, verify_audit
 
 
@@ -30,6 +32,7 @@ def submit(
 __all__ = [
     "build",
     "bundle_run",
+    "check",
     "check_model_name",
     "load_entries",
     "submit",

@@ -11,7 +11,13 @@ from pathlib import Path
 from typing import Literal
 
 from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.leaderboard.verify import bundle_run, verify, verify_audit
+from finreflect_eval.leaderboard.verify import (
+    MAX_SUBMISSION_BYTES,
+    Section,
+    bundle_run,
+    verify,
+    verify_audit,
+)
 from finreflect_eval.records import JudgeAudit, Submission, parse, read_json
 from finreflect_eval.store import write_atomic
 
@@ -20,10 +26,10 @@ UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 
 @dataclass
 class RunEntry:
-    """A verified submission of a run."""
+    """A verified submission of a run, and the section of the page it belongs in."""
 
     submission: Submission
-    official: bool
+    section: Section
     kind: Literal["submissions"] = "submissions"
 
     @property
@@ -112,7 +118,9 @@ def load_entries(leaderboard: Path, kind: str) -> list[Entry]:
     entries = []
     for path in sorted((leaderboard / kind).glob("*/*.json")):
         try:
-            entries.append(entry_of(parse(model, read_json(path), path), leaderboard))
+            entries.append(
+                entry_of(parse(model, read_json(path, MAX_SUBMISSION_BYTES), path), leaderboard)
+            )
         except FinReflectError as exc:
             raise FinReflectError(f"{path}: {exc}") from exc
     return entries

@@ -22,38 +22,44 @@ from finreflect_eval.store import spreadsheet_safe, write_atomic
 
 LETTERS = {name: criterion.letter for name, criterion in CRITERIA.items()}
 MODES = MODE_NAMES
+TEMPLATES = Path(__file__).parent / "templates"
+
+
+SECTIONS = ("official", "community", "smoke")
 
 
 def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
-    """One flat row per submission: per-mode scores, the overall score and the rest."""
+    """One flat row per submission, official ones ranked by Overall: the overall score with
+    its CI, the score per mode, per-criterion detail per mode, the judges' α and the rest."""
     rows = []
     for entry in entries:
         results = entry.submission.results
         by_mode = {results.details[task].mode: task for task in results.results}
         model = entry.model
         row: dict[str, Any] = {
+            "section": entry.section,
+            "rank": None,
             "model": model,
             "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
-            "official": entry.official,
             "panel": results.judges.panel,
             "dataset": dataset_label(results.dataset),
             "date": results.run[:10],
             "run_id": entry.run_id,
+            "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
+            "overall": results.overall.score,
+            "overall_ci": results.overall.ci,
         }
         for mode in MODES:
             task = by_mode.get(mode)
+            row[mode] = results.overall.tasks.get(task) if task else None
             scores = results.results.get(task, {}) if task else {}
             criteria = results.details[task].criteria if task else {}
             for criterion, short in LETTERS.items():
                 row[f"{mode}.{short}"] = scores.get(f"{criterion},none")
                 detail = criteria.get(criterion)
                 row[f"{mode}.{short}_ci"] = detail.ci if detail else None
-        row["overall"] = _mean(
-            [row[f"{mode}.{short}"] for mode in MODES for short in LETTERS.values()]
-        )
-        for criterion, short in LETTERS.items():
-            alphas = [a[criterion].alpha for a in results.agreement.values() if criterion in a]
-            row[f"alpha.{short}"] = _mean(alphas, digits=4)
+        alphas = [a.alpha for per_task in results.agreement.values() for a in per_task.values()]
+        row["alpha"] = _mean(alphas, digits=4)
         row["triples_per_span"] = _mean(
             [scores.get("triples_per_span,none") for scores in results.results.values()]
         )
@@ -61,6 +67,16 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
             [scores.get("check_rules,none") for scores in results.results.values()]
         )
         rows.append(row)
+    rows.sort(
+        key=lambda r: (
+            SECTIONS.index(r["section"]),
+            -math.inf if r["overall"] is None else -r["overall"],
+            r["model"],
+        )
+    )
+    official = [row for row in rows if row["section"] == "official"]
+    for rank, row in enumerate(official, 1):
+        row["rank"] = rank
     return rows
 
 
@@ -104,28 +120,43 @@ def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
     return rows
 
 
-def build(leaderboard: Path) -> list[Path]:
-    """Render `index.html`, `leaderboard.json`, `leaderboard.csv` and `judges.json` from the
-    stored submissions and judge audits."""
-    leaderboard.mkdir(parents=True, exist_ok=True)
+def render(leaderboard: Path) -> dict[str, str]:
+    """The generated files of a leaderboard folder, by name: `index.html`, `leaderboard.json`,
+    `leaderboard.csv` and `judges.json`, from the stored (re-verified) entries."""
     rows = rows_of(load_entries(leaderboard, "submissions"))
-    rows.sort(key=lambda r: -math.inf if r["overall"] is None else r["overall"], reverse=True)
     judges = judge_rows(load_entries(leaderboard, "audits"))
-    files = {
+    return {
         "index.html": render_html(rows, judges),
         "leaderboard.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n",
         "leaderboard.csv": _csv(rows),
         "judges.json": json.dumps(judges, indent=2, ensure_ascii=False) + "\n",
     }
+
+
+def build(leaderboard: Path) -> list[Path]:
+    """Write the generated files of the leaderboard folder."""
+    leaderboard.mkdir(parents=True, exist_ok=True)
+    files = render(leaderboard)
     for name, text in files.items():
         write_atomic(leaderboard / name, text)
     return [leaderboard / name for name in files]
 
 
+def check(leaderboard: Path) -> list[str]:
+    """The generated files that differ from what the stored entries give (every entry is
+    re-verified first: one that no longer verifies is an error naming its file)."""
+    stale = []
+    for name, text in render(leaderboard).items():
+        path = leaderboard / name
+        if not path.exists() or path.read_text(encoding="utf-8") != text:
+            stale.append(name)
+    return stale
+
+
 def _csv(rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     columns = list(rows[0]) if rows else ["model"]
-    writer = csv.DictWriter(buffer, columns)
+    writer = csv.DictWriter(buffer, columns, lineterminator="\n")
     writer.writeheader()
     for row in rows:
         cells = {
@@ -135,9 +166,6 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-TEMPLATES = Path(__file__).parent / "templates"
-
-
 def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str:
     """The page, from `templates/index.html.jinja` with autoescaping (every value from a
     submission is escaped); the CSS and JS files are inlined, so the page needs no network."""
@@ -145,13 +173,13 @@ def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
     )
     judge_columns = [key for key in (judges[0] if judges else {}) if "." in key]
+    sections = {section: [row for row in rows if row["section"] == section] for section in SECTIONS}
     return environment.get_template("index.html.jinja").render(
-        rows=rows,
+        sections=sections,
         modes=MODES,
-        letters=list(LETTERS.values()),
+        letters=LETTERS,
         plots=[_plot(rows, criterion, letter) for criterion, letter in LETTERS.items()],
         judges=judges,
         judge_columns=judge_columns,
@@ -168,17 +196,13 @@ def _judge_column(key: str) -> str:
 
 
 def _plot(rows: list[dict[str, Any]], criterion: str, letter: str) -> dict[str, Any]:
-    """A bar per submission: the criterion averaged over the modes it ran."""
-    bars = []
-    for index, row in enumerate(rows):
-        value = _mean([row[f"{mode}.{letter}"] for mode in MODES])
-        bars.append(
-            {
-                "model": row["model"],
-                "dataset": row["dataset"],
-                "value": value,
-                "y": 12 + 24 * index,
-                "width": 0 if value is None else 2 * value,
-            }
-        )
-    return {"criterion": criterion, "height": 24 * max(len(bars), 1) + 24, "bars": bars}
+    """One bar per submission: the criterion averaged over the modes it ran."""
+    bars = [
+        {
+            "model": row["model"],
+            "section": row["section"],
+            "value": _mean([row[f"{mode}.{letter}"] for mode in MODES]),
+        }
+        for row in rows
+    ]
+    return {"criterion": criterion, "letter": letter, "bars": bars}

@@ -4,30 +4,39 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from finreflect_eval.audit import compute_report
 from finreflect_eval.criteria import CRITERIA
-from finreflect_eval.data import load_benchmark
-from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.data import load_benchmark, span_list
+from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.judging import available_panels, load_panel
 from finreflect_eval.records import (
     DatasetInfo,
     JudgeAudit,
     Results,
     SampleRecord,
+    SliceSpec,
     Submission,
     parse,
     read_json,
 )
-from finreflect_eval.scoring import compute_results
+from finreflect_eval.scoring import FailurePolicy, compute_results
 from finreflect_eval.store import load_run, newest
 from finreflect_eval.tasks import TaskIndex
 
 T = TypeVar("T")
+Section = Literal["official", "community", "smoke"]
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A Hub id or a plain name: letters, digits, '.', '_', '-' (no spaces, control or bidi
+# characters that would make one name look like another on the page).
+MODEL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,95}(/[A-Za-z0-9][A-Za-z0-9._-]{0,95})?")
+MAX_SUBMISSION_BYTES = 64 * 2**20
 
 
 def bundle_run(path: Path) -> Submission | JudgeAudit:
@@ -36,7 +45,7 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     path = Path(path)
     if path.is_dir():
         path = newest(path, "results_*.json")
-    data = read_json(path)
+    data = read_json(path, MAX_SUBMISSION_BYTES)
     if isinstance(data, dict) and "results" in data and "manifest" in data:
         return parse(Submission, data, path)
     if isinstance(data, dict) and "verdicts" in data:
@@ -66,9 +75,11 @@ def one_line_refusal(check: Callable[..., T]) -> Callable[..., T]:
 
 
 @one_line_refusal
-def verify(submission: Submission, leaderboard: Path) -> bool:
-    """Every check a submission must pass (the first failure is a one-line error); returns
-    whether it is official (a bundled official panel)."""
+def verify(submission: Submission, leaderboard: Path) -> Section:
+    """Every check a submission must pass (the first failure is a one-line error); returns the
+    section it belongs in: `official` (a complete run of an official task on an official
+    dataset, judged by an official panel), `community` (the same with another panel) or
+    `smoke` (the bundled sample)."""
     results, manifest = submission.results, submission.manifest
     check_model_name(results.config.model_name)
     if results.config.shard or manifest.shard:
@@ -76,15 +87,38 @@ def verify(submission: Submission, leaderboard: Path) -> bool:
             "refused: these are one shard's results; merge every shard first "
             "(finreflect-eval score --samples SHARD_FOLDER...) and submit the merged run"
         )
+    dataset = results.dataset
+    if dataset.limit is not None:
+        raise FinReflectError(
+            f"refused: a --limit {dataset.limit} run is not a complete run of the benchmark; "
+            "run without --limit"
+        )
     _check_tasks(results)
-    _check_dataset(results.dataset, leaderboard)
+    registered = registered_dataset(dataset, leaderboard)
+    outside = sorted(set(results.results) - set(registered.tasks))
+    if outside:
+        raise FinReflectError(
+            f"refused: task '{outside[0]}' is not a task of dataset '{registered.name}' on this "
+            f"leaderboard (its tasks: {', '.join(registered.tasks)})"
+        )
     records = submission.samples
     if set(records) != set(manifest.tasks) or set(records) != set(results.results):
         raise FinReflectError("samples, manifest and results name different tasks")
     panel = results.judges.panel
     if panel not in manifest.judging:
         raise FinReflectError(f"the manifest has no judging by panel '{panel}'")
-    _check_spans(records, results.dataset)
+    for judge in manifest.judging[panel].judges:
+        check_printable(judge.model, "judge model")
+        check_printable(judge.name, "judge name")
+    if results.config.allow_failures:
+        raise FinReflectError(
+            "refused: these results were scored with --allow-failures; a leaderboard run has no "
+            "failed calls (rerun the same command to retry them, then score again)"
+        )
+    failed = FailurePolicy().problems(records, panel)
+    if failed:
+        raise FinReflectError(f"refused: {failed[0]}; rerun the same command to retry them")
+    _check_spans(records, dataset, registered)
     _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     # Every number must follow from the submitted samples.
     recomputed = compute_results(manifest, records, panel)
@@ -94,7 +128,10 @@ def verify(submission: Submission, leaderboard: Path) -> bool:
     )
     if difference:
         raise FinReflectError(f"refused: {difference}")
-    return is_official(panel, [m.model_dump() for m in results.judges.members])
+    if registered.section == "smoke":
+        return "smoke"
+    official = is_official(panel, [m.model_dump() for m in results.judges.members])
+    return "official" if official else "community"
 
 
 @one_line_refusal
@@ -112,38 +149,41 @@ def verify_audit(audit: JudgeAudit, leaderboard: Path) -> bool:
     task = TaskIndex().tasks.get(audit.task.get("name", ""))
     if task is None or task.hash != audit.task.get("hash"):
         raise FinReflectError(f"audit: task {audit.task} is not a task of this leaderboard")
-    _check_dataset(audit.dataset, leaderboard)
+    registered_dataset(audit.dataset, leaderboard)
     difference = first_difference(audit.report, compute_report(audit), "report")
     if difference:
         raise FinReflectError(f"refused: {difference}")
     return is_official(panel, audit.panel.get("members", []))
 
 
-def check_model_name(model: Any) -> None:
-    """A model name becomes a folder name: nothing in it may point outside the submissions
-    folder. (Any other text is allowed; the page escapes it.)"""
-    if not isinstance(model, str) or not model.strip() or len(model) > 200:
-        raise FinReflectError(f"model name {model!r} must be a non-empty string")
-    parts = model.split("/")
-    if (
-        model.startswith(("/", "~"))
-        or "\\" in model
-        or any(part in ("", ".", "..") for part in parts)
-        or len(parts) > 2
-        or any(ord(char) < 32 for char in model)
-    ):
+def check_model_name(model: Any, what: str = "model name") -> None:
+    """A model name becomes a folder name and a row on the page: a Hub id (`org/name`) or a
+    plain name, in a safe character set."""
+    if not isinstance(model, str) or not MODEL_NAME.fullmatch(model) or ".." in model:
         raise FinReflectError(
-            f"refused: model name {model!r} is not a Hub id (org/name) or a plain name; "
-            "path parts such as '..', '/' at the start or '\\' are not allowed"
+            f"refused: {what} {model!r} is not a Hub id (org/name) or a plain name "
+            "(letters, digits, '.', '_', '-'; at most 96 characters a part)"
         )
 
 
-def _check_spans(records: dict[str, list[SampleRecord]], dataset: DatasetInfo) -> None:
-    """Every task covers the dataset slice's spans, each once (no cherry-picking). The span list
-    of the bundled sample is known here; for a registered dataset, each span must be unique."""
+def check_printable(text: str, what: str) -> None:
+    """Text shown on the page: no control or format characters (bidi overrides can make one
+    name read as another)."""
+    if len(text) > 200 or any(unicodedata.category(char) in ("Cc", "Cf") for char in text):
+        raise FinReflectError(
+            f"refused: {what} {text[:40]!r} is over 200 characters or holds control characters"
+        )
+
+
+def _check_spans(
+    records: dict[str, list[SampleRecord]], dataset: DatasetInfo, registered: RegisteredDataset
+) -> None:
+    """Every task covers all the spans of the registered dataset's slice, each once (no
+    cherry-picking): the bundled sample's span list is recomputed here; for another dataset the
+    span count and the span list's hash must be the registered ones."""
     expected = None
     if dataset.id == "sample":
-        benchmark = load_benchmark("sample", split=dataset.split, limit=dataset.limit)
+        benchmark = load_benchmark("sample", split=dataset.split, slice=dataset.slice)
         expected = [(span.span_id, span.text) for span in benchmark.spans]
     for task, rows in records.items():
         spans = [(record.span_id, record.text) for record in rows]
@@ -153,6 +193,13 @@ def _check_spans(records: dict[str, list[SampleRecord]], dataset: DatasetInfo) -
             raise FinReflectError(
                 f"refused: task {task} does not cover exactly the spans of the dataset slice"
             )
+        listed = span_list([span_id for span_id, _ in spans])
+        for key, value in (("count", registered.spans), ("sha256", registered.span_list_sha256)):
+            if value is not None and listed[key] != value:
+                raise FinReflectError(
+                    f"refused: task {task} does not cover exactly the {registered.spans} spans of "
+                    f"'{registered.name}' (span list {key} {listed[key]}, registered {value})"
+                )
 
 
 def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: list[str]) -> None:
@@ -193,25 +240,79 @@ def _check_tasks(results: Results) -> None:
             )
 
 
-def _check_dataset(dataset: DatasetInfo, leaderboard: Path) -> None:
-    """The bundled sample is checked by recomputing its fingerprint; other datasets must be
-    listed in `<leaderboard>/datasets.json` (`[{"id", "revision", "fingerprint"}]`)."""
-    if dataset.id == "sample":
-        expected = load_benchmark("sample", split=dataset.split, limit=dataset.limit).fingerprint
-        if dataset.fingerprint != expected:
-            raise FinReflectError(
-                f"dataset fingerprint {dataset.fingerprint} does not match the bundled "
-                f"sample's {expected}"
-            )
-        return
+class RegisteredDataset(BaseModel):
+    """One entry of `<leaderboard>/datasets.json`: a dataset (and slice) this leaderboard ranks
+    runs on, and which section its entries go to."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    section: Literal["official", "smoke"]
+    """`official`: ranked (with an official panel); `smoke`: shown apart, never ranked."""
+    id: str
+    config: str | None = None
+    revision: str | None = None
+    split: str = "test"
+    slice: SliceSpec | None = None
+    fingerprint: str | None
+    """The data's fingerprint (`finreflect-eval dataset info`); until it is recorded, no run on
+    this dataset can be verified."""
+    spans: int | None = None
+    """Spans in the slice, where known."""
+    span_list_sha256: str | None = None
+    """The slice's span list (`dataset info`), where known."""
+    tasks: list[str]
+    """The tasks whose runs on this dataset count."""
+
+
+def registered_datasets(leaderboard: Path) -> list[RegisteredDataset]:
     registry = leaderboard / "datasets.json"
-    known = read_json(registry) if registry.exists() else []
-    for entry in known if isinstance(known, list) else []:
-        if isinstance(entry, dict) and entry.get("fingerprint") == dataset.fingerprint:
-            return
+    data = read_json(registry) if registry.exists() else []
+    try:
+        return [RegisteredDataset.model_validate(entry) for entry in data]
+    except (ValidationError, TypeError) as exc:
+        detail = first_invalid_field(exc) if isinstance(exc, ValidationError) else str(exc)
+        raise FinReflectError(f"{registry}: {detail}") from exc
+
+
+def registered_dataset(dataset: DatasetInfo, leaderboard: Path) -> RegisteredDataset:
+    """The entry of `datasets.json` a run's data is: the same slice and split, and the same
+    content (fingerprint). The bundled sample is known without an entry, as a smoke dataset."""
+    entries = registered_datasets(leaderboard)
+    if not any(entry.id == "sample" for entry in entries):
+        entries.append(sample_entry())
+    for entry in entries:
+        if entry.slice != dataset.slice or entry.split != dataset.split:
+            continue
+        if entry.fingerprint is None and (entry.id, entry.revision) == (
+            dataset.id,
+            dataset.revision,
+        ):
+            raise FinReflectError(
+                f"refused: the fingerprint of '{entry.name}' is not recorded in datasets.json "
+                "yet (a maintainer computes it with `finreflect-eval dataset info`)"
+            )
+        if entry.fingerprint == dataset.fingerprint:
+            return entry
+    slice_name = dataset.slice.name if dataset.slice else "every span"
     raise FinReflectError(
-        f"dataset {dataset.id!r} with fingerprint {dataset.fingerprint} is not registered in "
-        f"{registry}"
+        f"refused: dataset {dataset.id!r} (split {dataset.split}, {slice_name}, fingerprint "
+        f"{dataset.fingerprint}) is not a dataset of this leaderboard (datasets.json)"
+    )
+
+
+def sample_entry() -> RegisteredDataset:
+    """The bundled sample: every span of its test split, for the smoke tasks."""
+    sample = load_benchmark("sample", split="test")
+    return RegisteredDataset(
+        name="bundled sample",
+        section="smoke",
+        id="sample",
+        split="test",
+        fingerprint=sample.fingerprint,
+        spans=len(sample.spans),
+        span_list_sha256=str(span_list([s.span_id for s in sample.spans])["sha256"]),
+        tasks=[task.name for task in TaskIndex().resolve(["smoke"])],
     )
 
 

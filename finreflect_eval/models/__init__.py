@@ -12,6 +12,7 @@ from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._registry import (
     BACKENDS,
     ModelSpec,
+    check_spec,
     get_backend,
     load_model,
     parse_model_args,
@@ -26,6 +27,7 @@ __all__ = [
     "GenerationResult",
     "ModelSpec",
     "ResponseCache",
+    "check_spec",
     "get_backend",
     "json_schema_of",
     "load_model",

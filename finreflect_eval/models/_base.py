@@ -173,6 +173,9 @@ class LM(ABC):
     # True where the model runs in another process (a server): loading it takes no memory here,
     # so it can work while other models load (judges behind endpoints run concurrently).
     remote: bool = False
+    # The most tokens (prompt and output) the model takes, where the backend knows it: longer
+    # requests are refused before anything is generated (see `check_context`).
+    context_length: int | None = None
 
     def __init__(
         self,
@@ -206,6 +209,28 @@ class LM(ABC):
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Free the model (weights, engine, connections)."""
 
+    def prompt_length(self, request: GenerationRequest) -> int:
+        """The request's prompt in tokens, as the model sees it (backends with a
+        `context_length` implement it)."""
+        raise NotImplementedError
+
+    def check_context(self, requests: Sequence[GenerationRequest]) -> None:
+        """The documented rule for inputs longer than the model's context: nothing is truncated;
+        a request whose prompt plus `max_tokens` exceeds `context_length` stops the stage with a
+        one-line error before any of the batch is generated (work saved earlier stays)."""
+        if self.context_length is None:
+            return
+        for request in requests:
+            length = self.prompt_length(request)
+            if length + request.max_tokens > self.context_length:
+                text = request.messages[-1]["content"] if request.messages else request.prompt
+                raise FinReflectError(
+                    f"a prompt of {length} tokens plus max_tokens {request.max_tokens} is over "
+                    f"the {self.context_length}-token context of {self.model} "
+                    f"({' '.join(str(text).split())[:60]!r}…); use shorter spans "
+                    "(dataset build --max-tokens) or a model with a longer context"
+                )
+
     def cache_key(self, request: GenerationRequest) -> str:
         payload = {"model": self.identity(), "request": request.cache_fields()}
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
@@ -230,6 +255,7 @@ class LM(ABC):
             if result is None and first_of.setdefault(keys[i], i) == i
         ]
         self.stats["cache_hits"] += sum(result is not None for result in results)
+        self.check_context([requests[i] for i in pending])
         with tqdm(
             total=len(pending), desc=desc or f"{self.backend}:{self.model}", disable=not pending
         ) as bar:

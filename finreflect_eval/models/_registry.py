@@ -9,11 +9,14 @@ import importlib
 import inspect
 import logging
 import sys
+import typing
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM
@@ -124,17 +127,36 @@ def load_model(spec: ModelSpec, *, cache_path: str | Path | None = None) -> Iter
             torch.cuda.empty_cache()
 
 
+def check_spec(spec: ModelSpec) -> None:
+    """A one-line error for an unknown backend, or a model arg it does not take or of the wrong
+    type: checked before any model loads (a judge's mistake must not surface after hours of
+    extraction)."""
+    _check_args(get_backend(spec.backend), spec)
+
+
 def _check_args(backend: type[LM], spec: ModelSpec) -> None:
-    """Unknown model args are an error naming them and the valid ones, not a TypeError later."""
-    accepted = {
-        name
-        for cls in backend.__mro__
-        if cls.__init__ is not object.__init__
-        for name in inspect.signature(cls.__init__).parameters
-    } - {"self", "model", "cache", "args", "kwargs"}
+    """Unknown model args are an error naming them and the valid ones, not a TypeError later;
+    a value of the wrong type names the arg and the type it takes."""
+    annotations: dict[str, Any] = {}
+    for cls in reversed(backend.__mro__):
+        if cls.__init__ is object.__init__:
+            continue
+        try:
+            hints = typing.get_type_hints(cls.__init__)
+        except NameError:  # an annotation that only type checkers can resolve: names only
+            hints = dict.fromkeys(inspect.signature(cls.__init__).parameters, Any)
+        annotations.update(hints)
+    accepted = set(annotations) - {"self", "model", "cache", "args", "kwargs", "return"}
     unknown = sorted(set(spec.args) - accepted)
     if unknown:
         raise FinReflectError(
             f"unknown model arg '{unknown[0]}' for backend '{spec.backend}'; "
             f"valid: {', '.join(sorted(accepted))}"
         )
+    for name, value in spec.args.items():
+        try:
+            TypeAdapter(annotations[name]).validate_python(value, strict=True)
+        except ValidationError as exc:
+            raise FinReflectError(
+                f"model arg {name}={value!r} for backend '{spec.backend}': {exc.errors()[0]['msg']}"
+            ) from None

@@ -34,6 +34,9 @@ StructuredBackend = Literal["outlines_core", "xgrammar", "llguidance"]
 WHITESPACE = r"[ ]?"
 
 
+DTYPES = ("auto", "float32", "float16", "bfloat16")
+
+
 class HFModel(LM):
     """A transformers model.
 
@@ -66,6 +69,8 @@ class HFModel(LM):
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
+        if dtype not in DTYPES:
+            raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
         try:
             import outlines
             import torch
@@ -91,13 +96,15 @@ class HFModel(LM):
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(
                 source, revision=revision, trust_remote_code=trust_remote_code
             )
-        except (OSError, ValueError) as exc:  # missing files; unknown architecture
+        # Missing files, an unknown architecture, a device this machine lacks (torch asserts).
+        except (OSError, ValueError, RuntimeError, AssertionError) as exc:
             raise FinReflectError(f"cannot load model '{model}': {first_line(exc)}") from exc
         self.hf_model.eval()
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
+        self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
         self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
         self._xgrammar_compiler: Any = None
 
@@ -276,6 +283,10 @@ class HFModel(LM):
             )
             for model_input, text in zip(inputs, texts, strict=True)
         ]
+
+    def prompt_length(self, request: GenerationRequest) -> int:
+        format_input = self.outlines_model.type_adapter.format_input
+        return self._count(format_input(self.model_input(request)))
 
     def _count(self, text: str) -> int:
         return len(self.tokenizer(text, add_special_tokens=False).input_ids)

@@ -24,6 +24,7 @@ logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 EXCERPT_CHARS = 200
+PROBE_TIMEOUT = 10.0  # seconds for the first `GET /models`: any server answers it at once
 
 
 class OpenAIModel(LM):
@@ -41,6 +42,11 @@ class OpenAIModel(LM):
         backoff: first retry delay in seconds, doubled on each attempt; a numeric `Retry-After`
             header replaces it. Either is capped at `max_backoff`.
         max_backoff: the longest wait between attempts, in seconds.
+        deadline: seconds one request may take in all, attempts and waits included, however
+            the server behaves (a server trickling bytes is cut off too); then it fails.
+        failure_budget: after this many requests in a row failed in transport (each after its
+            retries), the endpoint is given up: the remaining requests fail at once instead of
+            each waiting out its retries against a dead server.
         extra_body: fields merged into every request body (over the standard ones), e.g.
             `{"chat_template_kwargs": {"enable_thinking": False}}`. Part of the cache identity.
     """
@@ -63,6 +69,8 @@ class OpenAIModel(LM):
         http_retries: int = 5,
         backoff: float = 1.0,
         max_backoff: float = 30.0,
+        deadline: float = 600.0,
+        failure_budget: int = 3,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
@@ -82,14 +90,27 @@ class OpenAIModel(LM):
         # Model args come from the command line, where a value that is not a literal stays a str.
         if extra_body is not None and not isinstance(extra_body, dict):
             raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
-        if max_concurrency < 1 or http_retries < 0:
-            raise FinReflectError("max_concurrency must be at least 1 and http_retries at least 0")
+        if max_concurrency < 1 or http_retries < 0 or failure_budget < 1:
+            raise FinReflectError(
+                "max_concurrency and failure_budget must be at least 1, http_retries at least 0"
+            )
+        if not all(0 < value < float("inf") for value in (timeout, deadline)):
+            raise FinReflectError(
+                f"timeout and deadline must be positive seconds ({timeout}, {deadline})"
+            )
         self.extra_body = extra_body or {}
         self.max_concurrency = max_concurrency
         self._slots = _endpoint_slots(self.base_url, max_concurrency)
         self.http_retries = http_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
+        self.timeout = timeout
+        self.deadline = deadline
+        self.failure_budget = failure_budget
+        self._failures_in_row = 0
+        self._last_failure = ""
+        self._reachable = False
+        self._state = threading.Lock()
         api_key = os.environ.get(api_key_env)
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
@@ -106,6 +127,7 @@ class OpenAIModel(LM):
         self._client.close()
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        self._check_reachable()
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests)))
         try:
             return list(pool.map(self._send, requests))  # map keeps the input order
@@ -136,21 +158,63 @@ class OpenAIModel(LM):
             }
         return {**body, **self.extra_body}
 
-    def _send(self, request: GenerationRequest) -> Completion:
-        """One request, retried on transient failures; an error completion when it can't succeed."""
+    def _check_reachable(self) -> None:
+        """Once, before the first request: a one-line error when nothing answers at `base_url`
+        (a closed port, a wrong host, a server that hangs), instead of every request waiting
+        out its retries. Any HTTP answer to `GET /models` counts as reachable."""
         import httpx
 
-        body = self.request_body(request)
+        with self._state:
+            if self._reachable:
+                return
+            try:
+                self._client.get(
+                    f"{self.base_url}/models", timeout=min(self.timeout, PROBE_TIMEOUT)
+                )
+            except httpx.HTTPError as exc:
+                raise FinReflectError(
+                    f"cannot reach the endpoint {self.base_url}: {_one_line(_describe(exc))}"
+                ) from None
+            self._reachable = True
+
+    def _send(self, request: GenerationRequest) -> Completion:
+        """One request, retried on transient failures within `deadline`; an error completion
+        when it can't succeed. Counts against the endpoint's failure budget."""
+        with self._state:
+            given_up = self._failures_in_row >= self.failure_budget
+        if given_up:
+            return Completion(
+                text=None,
+                error=f"endpoint given up after {self.failure_budget} failed requests in a row "
+                f"(last: {self._last_failure})",
+            )
+        completion = self._attempts(self.request_body(request))
+        with self._state:
+            if completion.error is None:
+                self._failures_in_row = 0
+            else:
+                self._failures_in_row += 1
+                self._last_failure = completion.error
+        return completion
+
+    def _attempts(self, body: dict[str, Any]) -> Completion:
+        import httpx
+
         url = f"{self.base_url}/chat/completions"
+        deadline = time.monotonic() + self.deadline
         for attempt in range(self.http_retries + 1):
             retry_after = None
             try:
                 with self._slots:
-                    response = self._client.post(url, json=body)
+                    response = self._post(url, body, deadline)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                problem = _one_line(f"{type(exc).__name__}: {exc}")
+                problem = _one_line(_describe(exc))
+            except _DeadlinePassed:
+                return Completion(
+                    text=None, error=f"no answer within the {self.deadline:g} s deadline"
+                )
             except httpx.HTTPError as exc:  # e.g. an unsupported URL: retrying cannot help
-                return Completion(text=None, error=_one_line(f"{type(exc).__name__}: {exc}"))
+                return Completion(text=None, error=_one_line(_describe(exc)))
             else:
                 if response.is_success:
                     return _parse(response)
@@ -164,11 +228,39 @@ class OpenAIModel(LM):
                     retry_after if retry_after is not None else self.backoff * 2**attempt,
                     self.max_backoff,
                 )
+                if time.monotonic() + delay >= deadline:
+                    return Completion(
+                        text=None, error=f"{problem} (deadline of {self.deadline:g} s reached)"
+                    )
                 logger.warning(
                     "%s; retry %d/%d in %.1fs", problem, attempt + 1, self.http_retries, delay
                 )
                 time.sleep(delay)
         return Completion(text=None, error=f"{problem} (after {self.http_retries + 1} attempts)")
+
+    def _post(self, url: str, body: dict[str, Any], deadline: float) -> httpx.Response:
+        """POST and read the answer as a stream, so that the deadline holds even against a
+        server that sends a byte now and then (each read would stay within `timeout`)."""
+        import httpx
+
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise _DeadlinePassed
+        with self._client.stream(
+            "POST", url, json=body, timeout=min(self.timeout, remaining)
+        ) as response:
+            content = bytearray()
+            for chunk in response.iter_bytes():
+                content += chunk
+                if time.monotonic() > deadline:
+                    raise _DeadlinePassed
+        return httpx.Response(
+            response.status_code, headers=response.headers, content=bytes(content)
+        )
+
+
+class _DeadlinePassed(Exception):
+    """A request's total deadline passed."""
 
 
 _SLOTS: dict[str, tuple[int, threading.Semaphore]] = {}  # base_url -> (size, slots)
@@ -195,13 +287,25 @@ def _parse(response: httpx.Response) -> Completion:
         data = response.json()
         text = data["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
+        text = None
+    if not isinstance(text, str):  # e.g. `content` as an object, or a null answer
         return Completion(text=None, error=_one_line(f"malformed response: {response.text}"))
-    usage = data.get("usage") or {}
+    usage = data.get("usage")
+    usage = usage if isinstance(usage, dict) else {}
     return Completion(
         text=text,
-        prompt_tokens=usage.get("prompt_tokens") or 0,
-        completion_tokens=usage.get("completion_tokens") or 0,
+        prompt_tokens=_count(usage.get("prompt_tokens")),
+        completion_tokens=_count(usage.get("completion_tokens")),
     )
+
+
+def _count(value: Any) -> int:
+    """A token count from a server, or 0 for anything that is not a plain count."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 def _retry_after(response: httpx.Response) -> float | None:

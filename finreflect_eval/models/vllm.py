@@ -128,6 +128,8 @@ class VLLMModel(LM):
         if chat is None:
             chat = getattr(self.llm.get_tokenizer(), "chat_template", None) is not None
         self.chat = chat
+        model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        self.context_length = getattr(model_config, "max_model_len", None)
         if enable_thinking is not None and not chat:
             logger.warning("enable_thinking is ignored: %s is run without a chat template", model)
 
@@ -139,6 +141,19 @@ class VLLMModel(LM):
             "enable_thinking": self.enable_thinking,
             "chat": self.chat,
         }
+
+    def prompt_length(self, request: GenerationRequest) -> int:
+        tokenizer = self.llm.get_tokenizer()
+        if not self.chat:
+            return len(tokenizer(request.plain_prompt(), add_special_tokens=False).input_ids)
+        template_kwargs = {}
+        if self.enable_thinking is not None:
+            template_kwargs["enable_thinking"] = self.enable_thinking
+        return len(
+            tokenizer.apply_chat_template(
+                _conversation(request), tokenize=True, add_generation_prompt=True, **template_kwargs
+            )
+        )
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         params = [sampling_params(request) for request in requests]

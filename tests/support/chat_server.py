@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -38,6 +39,7 @@ class Reply:
     body: dict | str | Callable[[dict], dict] = field(default_factory=lambda: answer('{"a": 1}'))
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    trickle: float = 0.0  # seconds between bytes of the body: a server that never quite stalls
 
 
 class ScriptedServer(ThreadingHTTPServer):
@@ -79,6 +81,14 @@ class ScriptedServer(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     server: ScriptedServer
 
+    def do_GET(self) -> None:  # `GET /v1/models`: the client's first check that we are there
+        data = json.dumps({"object": "list", "data": [{"id": "test-model"}]}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         headers = {key.lower(): value for key, value in self.headers.items()}
@@ -97,10 +107,31 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if not reply.trickle:
+                self.wfile.write(data)
+            for byte in data if reply.trickle else b"":
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+                time.sleep(reply.trickle)
 
     def log_message(self, format: str, *args: Any) -> None:  # keep test output clean
         pass
+
+
+@contextlib.contextmanager
+def silent_server() -> Iterator[str]:
+    """A `/v1` URL on 127.0.0.1 where connections are accepted and never answered."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+def closed_port() -> str:
+    """A `/v1` URL on 127.0.0.1 where nothing listens."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{probe.getsockname()[1]}/v1"
 
 
 @contextlib.contextmanager
@@ -114,16 +145,16 @@ def _serving(server: ThreadingHTTPServer) -> Iterator:
         server.server_close()
 
 
-def judge_answer(body: dict[str, Any]) -> dict[str, Any]:
-    """A valid judge answer for the request's response schema: every triple accepted, the span
-    judged "good"."""
+def judge_answer(body: dict[str, Any], verdict: int = 1, level: str = "good") -> dict[str, Any]:
+    """A valid judge answer for the request's response schema: every triple gets `verdict`,
+    the span `level`."""
     schema = body["response_format"]["json_schema"]["schema"]
     reply = {"reasoning": "scripted", "warning": ""}
     if "verdicts" in schema["properties"]:
         count = schema["properties"]["verdicts"]["minItems"]
-        content = {"verdicts": [{"verdict": 1, **reply}] * count}
+        content = {"verdicts": [{"verdict": verdict, **reply}] * count}
     else:
-        content = {"verdict": "good", **reply}
+        content = {"verdict": level, **reply}
     return answer(json.dumps(content))
 
 
@@ -148,21 +179,31 @@ class RecordingProxy(ThreadingHTTPServer):
 class _Forward(BaseHTTPRequestHandler):
     server: RecordingProxy
 
+    def do_GET(self) -> None:
+        status, reply = self._forward(None)
+        self._reply(status, reply)
+
     def do_POST(self) -> None:
         data = self.rfile.read(int(self.headers["Content-Length"]))
+        status, reply = self._forward(data)
+        with self.server.lock:
+            self.server.exchanges.append(
+                {"path": self.path, "body": json.loads(data), "status": status}
+            )
+        self._reply(status, reply)
+
+    def _forward(self, data: bytes | None) -> tuple[int, bytes]:
         path = self.path.removeprefix("/v1")
         forward = urllib.request.Request(
             self.server.upstream + path, data=data, headers={"Content-Type": "application/json"}
         )
         try:
             with urllib.request.urlopen(forward, timeout=600) as response:
-                status, reply = response.status, response.read()
+                return response.status, response.read()
         except urllib.error.HTTPError as error:
-            status, reply = error.code, error.read()
-        with self.server.lock:
-            self.server.exchanges.append(
-                {"path": self.path, "body": json.loads(data), "status": status}
-            )
+            return error.code, error.read()
+
+    def _reply(self, status: int, reply: bytes) -> None:
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(reply)))

@@ -10,7 +10,7 @@ import yaml
 
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.evaluator import RunConfig, evaluate
-from finreflect_eval.judging import load_panel
+from finreflect_eval.judging import Panel, load_panel
 from finreflect_eval.models import ModelSpec
 from finreflect_eval.tasks import TaskIndex
 
@@ -50,6 +50,7 @@ def panel_file(folder: Path, *responders: str, batch_size: int = 8, name: str = 
         }
         for number, responder in enumerate(responders)
     ]
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "panel.yaml"
     path.write_text(yaml.safe_dump({"panel": name, "judges": judges}))
     return path
@@ -57,6 +58,7 @@ def panel_file(folder: Path, *responders: str, batch_size: int = 8, name: str = 
 
 def candidate_file(folder: Path, answer: dict | None = None) -> Path:
     """Scripted candidate outputs: every request answered with `answer` (default TRIPLES)."""
+    folder.mkdir(parents=True, exist_ok=True)
     path = folder / "candidate.json"
     path.write_text(json.dumps([json.dumps(answer or TRIPLES)]))
     return path
@@ -75,20 +77,24 @@ def run_args(folder: Path, panel: Path, *tasks: str, limit: int = 3) -> list[str
 def scripted_run(
     folder: Path,
     model: str,
-    limit: int,
-    panel: Path,
+    limit: int | None,
+    panel: Path | Panel,
     tasks: tuple[str, ...] = ("finreflect_smoke_single_pass",),
+    dataset: str = "sample",
+    answer: dict | None = None,
 ) -> Path:
-    """A whole scored run through the Python API; returns its results file."""
+    """A whole scored run through the Python API (the candidate answers every span with
+    `answer`, default TRIPLES); returns its results file."""
+    folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig(
-        model=ModelSpec(model, "scripted", {"responses": str(candidate_file(folder))}),
+        model=ModelSpec(model, "scripted", {"responses": str(candidate_file(folder, answer))}),
         tasks=list(tasks),
-        dataset="sample",
+        dataset=dataset,
         limit=limit,
         output_path=folder / "out",
         cache=folder / "out" / "cache.sqlite",
     )
-    run, results = evaluate(config, load_panel(panel))
+    run, results = evaluate(config, panel if isinstance(panel, Panel) else load_panel(panel))
     return run.store.results_path(results.run, results.judges.panel)
 
 

@@ -1,0 +1,238 @@
+"""What each command does: resolve paths, call the library, print. Heavy imports happen inside
+each command, so `--help` is instant."""
+
+from __future__ import annotations
+
+import argparse
+
+from finreflect_eval.errors import FinReflectError
+
+
+def dataset_info(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import available_splits, describe, describe_slice, load_benchmark
+    from finreflect_eval.tasks import TaskIndex
+
+    splits = [args.split] if args.split else available_splits(args.dataset, args.revision)
+    benchmarks = [
+        load_benchmark(args.dataset, split=split, revision=args.revision) for split in splits
+    ]
+    print(describe(benchmarks), end="")
+    spec = TaskIndex(args.include_path).resolve([args.task])[0].config
+    if spec.slice is not None:  # the task's slice of the test split
+        whole = next((b for b in benchmarks if b.split == spec.test_split), benchmarks[0])
+        sliced = load_benchmark(
+            args.dataset, split=whole.split, revision=args.revision, slice=spec.slice
+        )
+        print("\n" + describe_slice(whole, sliced), end="")
+
+
+def dataset_build(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import build_spans, write_dataset_folder
+
+    spans = build_spans(
+        args.files,
+        max_tokens=args.max_tokens,
+        tokenizer=args.tokenizer,
+        ticker=args.ticker,
+        fiscal_year=args.fiscal_year,
+    )
+    output = write_dataset_folder(args.output, {"spans": {args.split: spans}}, replace=args.replace)
+    print(f"wrote {len(spans)} spans from {len(args.files)} filing(s) to {output}")
+
+
+def dataset_push(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import push_dataset
+
+    url = push_dataset(args.folder, args.repo_id, private=args.private)
+    print(f"pushed {args.folder} to {url}")
+
+
+def tasks_list(args: argparse.Namespace) -> None:
+    from finreflect_eval.tables import markdown_table
+    from finreflect_eval.tasks import TaskIndex
+
+    index = TaskIndex(args.include_path)
+    rows = [
+        [task.name, task.config.mode, ", ".join(task.config.tag), task.config.version, task.path]
+        for task in index.tasks.values()
+    ]
+    rows += [
+        [group.group, "group: " + ", ".join(group.task), "", group.metadata.get("version", ""), ""]
+        for group in index.groups.values()
+    ]
+    print(markdown_table(["name", "mode", "tags", "version", "file"], rows))
+
+
+def tasks_validate(args: argparse.Namespace) -> None:
+    from finreflect_eval.data import SAMPLE, load_benchmark
+    from finreflect_eval.tasks import TaskIndex, validate_task
+
+    index = TaskIndex(args.include_path)
+    tasks = index.resolve(args.tasks) if args.tasks else list(index.tasks.values())
+    span = load_benchmark(SAMPLE, split="test", limit=1).spans[0]
+    dev = load_benchmark(SAMPLE, split="dev", limit=1)
+    fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
+    for task in tasks:
+        validate_task(task, span, fewshot)
+        print(f"ok  {task.name}  ({task.path})")
+    print(f"{len(tasks)} task(s) valid, {len(index.groups)} group(s)")
+
+
+def extract(args: argparse.Namespace) -> None:
+    from finreflect_eval import evaluator
+
+    run = evaluator.extract(_run_config(args))
+    print(evaluator.summary_table(run))
+    print(f"samples and manifest written to {run.folder}")
+    evaluator.check_extraction(run, _policy(args))
+
+
+def judge(args: argparse.Namespace) -> None:
+    from finreflect_eval import evaluator
+    from finreflect_eval.sharding import load_runs
+
+    run = load_runs(args.samples)
+    panel = _panel(args, run)  # before any model loads
+    cache = None if args.no_cache else (args.cache or evaluator.default_cache(run))
+    with evaluator.writing(run.folder):
+        judged = evaluator.judge(run, panel, cache=cache, include_paths=args.include_path)
+    print(f"votes of panel '{panel.panel}' added to the samples in {judged.folder}")
+    evaluator.check_judging(judged, panel.panel)
+
+
+def score(args: argparse.Namespace) -> None:
+    from finreflect_eval import evaluator
+    from finreflect_eval.scoring import results_table
+    from finreflect_eval.sharding import load_runs
+
+    run = load_runs(args.samples)
+    with evaluator.writing(run.folder):
+        results = evaluator.score(run, args.judges, policy=_policy(args))
+    print(results_table(results))
+    print(f"results, samples and review queues in {run.folder}")
+
+
+def run(args: argparse.Namespace) -> None:
+    from finreflect_eval import evaluator
+    from finreflect_eval.scoring import results_table
+
+    config = _run_config(args)
+    panel = _panel(args, config)  # before any model loads
+    judged, results = evaluator.evaluate(config, panel, policy=_policy(args))
+    print(results_table(results))
+    print(f"results, samples and review queues in {judged.folder}")
+
+
+def upgrade(args: argparse.Namespace) -> None:
+    from finreflect_eval.upgrade import upgrade_run
+
+    for written in upgrade_run(args.folder, include_paths=args.include_path):
+        print(f"wrote {written}")
+
+
+def submit(args: argparse.Namespace) -> None:
+    from finreflect_eval import leaderboard
+
+    target, pull_request = leaderboard.submit(
+        args.results, args.leaderboard, hub_repo=args.hub_repo, dry_run=args.dry_run
+    )
+    if args.dry_run:
+        print(f"accepted (dry run): would be written to {target}")
+    elif args.hub_repo:
+        print(f"submitted to {args.hub_repo}: {pull_request}")
+    else:
+        print(f"accepted: {target}; {args.leaderboard / 'index.html'} rebuilt")
+
+
+def leaderboard_build(args: argparse.Namespace) -> None:
+    from finreflect_eval.leaderboard import build, check
+
+    if args.check:
+        stale = check(args.leaderboard)
+        if stale:
+            raise FinReflectError(
+                f"{args.leaderboard}: {', '.join(stale)} not what the stored entries give; run "
+                f"`finreflect-eval leaderboard build --leaderboard {args.leaderboard}`"
+            )
+        print(f"{args.leaderboard}: every entry verifies and the page is up to date")
+        return
+    for path in build(args.leaderboard):
+        print(f"wrote {path}")
+
+
+def audit_judges(args: argparse.Namespace) -> None:
+    from finreflect_eval.audit import PROBES, audit_table, run_audit, write_audit
+    from finreflect_eval.data import load_benchmark
+    from finreflect_eval.tasks import TaskIndex
+
+    probes = PROBES if args.probes == "all" else [p for p in args.probes.split(",") if p]
+    task = TaskIndex(args.include_path).resolve([args.task])[0]
+    panel = _panel(args, None)
+    benchmark = load_benchmark(args.dataset, split=args.split, limit=args.limit)
+    cache = None if args.no_cache else (args.cache or args.output_path / "cache.sqlite")
+    audit = run_audit(
+        panel,
+        task,
+        benchmark,
+        probes=probes,
+        seed=args.seed,
+        limit=args.limit,
+        cache_path=cache,
+    )
+    path = write_audit(audit, args.output_path)
+    print(audit_table(audit))
+    print(f"\naudit written to {path}")
+
+
+def _run_config(args: argparse.Namespace):
+    from finreflect_eval.evaluator import RunConfig
+    from finreflect_eval.models import ModelSpec, parse_model_args
+    from finreflect_eval.sharding import Shard
+
+    config = RunConfig(
+        model=ModelSpec.from_cli(args.model, args.backend, args.model_args),
+        tasks=[name for item in args.tasks for name in item.split(",") if name],
+        dataset=args.dataset,
+        limit=args.limit,
+        output_path=args.output_path,
+        include_paths=args.include_path,
+        seed=args.seed,
+        gen_kwargs=parse_model_args(args.gen_kwargs),
+        shard=Shard.parse(args.shard) if args.shard else None,
+    )
+    config.cache = None if args.no_cache else (args.cache or config.default_cache())
+    return config
+
+
+def _policy(args: argparse.Namespace):
+    from finreflect_eval.scoring import FailurePolicy
+
+    return FailurePolicy(
+        max_invalid_share=getattr(args, "max_invalid_share", FailurePolicy.max_invalid_share),
+        allow_failures=getattr(args, "allow_failures", False),
+    )
+
+
+def _panel(args: argparse.Namespace, source):
+    """The judge panel: `--judges`, else the one the tasks name (of a run config, or of a saved
+    run); `--judge-endpoints` moves judges to servers."""
+    from finreflect_eval.judging import load_panel
+    from finreflect_eval.models import parse_model_args
+    from finreflect_eval.tasks import TaskIndex
+
+    name = args.judges
+    if name is None:
+        index = TaskIndex(args.include_path)
+        tasks = source.tasks if hasattr(source, "tasks") else list(source.manifest.tasks)
+        named = {task.config.judges for task in index.resolve(tasks)}
+        if len(named) != 1:
+            raise FinReflectError(
+                f"cannot choose a judge panel from the tasks ({', '.join(sorted(named))}): "
+                "choose one with --judges"
+            )
+        name = named.pop()
+    panel = load_panel(name)
+    if args.judge_endpoints:
+        urls = parse_model_args(args.judge_endpoints)
+        panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})
+    return panel

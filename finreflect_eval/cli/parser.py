@@ -1,0 +1,318 @@
+"""The command line's arguments: one parser, subcommands with shared option groups."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from finreflect_eval import __version__
+from finreflect_eval.cli import commands as handlers
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", required=True, help="HF id, local path, .gguf, alias, or name")
+    parser.add_argument("--backend", default="hf", help="hf (default), vllm, openai, scripted")
+    parser.add_argument("--model-args", help="backend arguments: k=v,k2=v2")
+    parser.add_argument(
+        "--tasks", nargs="+", default=["finreflect"], help="tasks or groups (default: finreflect)"
+    )
+    parser.add_argument("--dataset", help="'sample', a folder/file or a Hub id (default: task's)")
+    parser.add_argument("--limit", type=_positive_int, help="first N spans of each task")
+    parser.add_argument(
+        "--output-path", type=Path, default=Path("results"), help="default: results"
+    )
+    _add_cache(parser, "OUTPUT_PATH/cache.sqlite")
+    _add_include_path(parser)
+    parser.add_argument("--seed", type=int, help="overrides the tasks' generation seed")
+    parser.add_argument(
+        "--gen-kwargs", help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0"
+    )
+    parser.add_argument(
+        "--shard",
+        metavar="I/N",
+        help="run shard I of N (every N-th span from the I-th) into OUTPUT_PATH/MODEL/"
+        "shard-I-of-N; judge or score all shards' folders together",
+    )
+
+
+def _add_cache(parser: argparse.ArgumentParser, default: str) -> None:
+    cache = parser.add_mutually_exclusive_group()
+    cache.add_argument(
+        "--cache", type=Path, help=f"SQLite response cache file (default: {default})"
+    )
+    cache.add_argument("--no-cache", action="store_true", help="call the models for everything")
+
+
+def _add_include_path(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--include-path",
+        action="append",
+        default=[],
+        type=Path,
+        metavar="DIR",
+        help="more task folders (repeatable; later ones override)",
+    )
+
+
+def _add_leaderboard(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--leaderboard",
+        type=Path,
+        default=Path("leaderboard"),
+        metavar="DIR",
+        help="leaderboard folder (default: leaderboard)",
+    )
+
+
+def _add_judges(parser: argparse.ArgumentParser, required: bool = False) -> None:
+    parser.add_argument(
+        "--judges",
+        required=required,
+        help="judge panel: paper, small, demo (offline smoke panel) or a panel YAML file"
+        + ("" if required else " (default: the tasks' `judges` field)"),
+    )
+    parser.add_argument(
+        "--judge-endpoints",
+        metavar="NAME=URL,...",
+        help="serve these judges of the panel at OpenAI-compatible endpoints (e.g. `vllm serve`),"
+        " which then run concurrently: qwen3-235b-a22b=http://node1:8000/v1,...",
+    )
+
+
+def _add_samples(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--samples",
+        required=True,
+        nargs="+",
+        type=Path,
+        metavar="DIR",
+        help="a run folder (OUTPUT_PATH/MODEL; its newest manifest) or a manifest_*.json file; "
+        "or every shard's folder, merged into their parent folder",
+    )
+
+
+class _Commands:
+    """Subcommand parsers that all take `--verbosity` (before or after the subcommand)."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction) -> None:
+        self.subparsers = subparsers
+
+    def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
+        parser = self.subparsers.add_parser(name, **kwargs)
+        _add_verbosity(parser, default=argparse.SUPPRESS)
+        return parser
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: object = "INFO") -> None:
+    parser.add_argument(
+        "--verbosity",
+        type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+        default=default,
+        help="log level (default INFO); DEBUG also prints the traceback of an error",
+    )
+    parser.add_argument(
+        "-v",
+        "--verbose",
+        dest="verbosity",
+        action="store_const",
+        const="DEBUG",
+        default=default,
+        help="same as --verbosity DEBUG",
+    )
+
+
+def _add_failure_policy(parser: argparse.ArgumentParser, scoring: bool) -> None:
+    parser.add_argument(
+        "--max-invalid-share",
+        type=_share,
+        default=0.2,
+        metavar="S",
+        help="stop when more than this share of a task's spans gave invalid output after "
+        "retries (default 0.2); a span failed in transport always stops the run",
+    )
+    if scoring:
+        parser.add_argument(
+            "--allow-failures",
+            action="store_true",
+            help="score despite failed calls; the results say so (never a leaderboard entry)",
+        )
+
+
+def _share(value: str) -> float:
+    share = float(value)
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
+    return share
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="finreflect-eval",
+        description="Benchmark KG extraction from 10-K filings with a panel of LLM judges.",
+        epilog="Exit codes: 0 success, 1 a problem with the input or the environment (one line "
+        "says which), 2 a usage error, 3 an internal error, 130 interrupted.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    _add_verbosity(parser)
+    subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = _Commands(subcommands)
+
+    run = commands.add_parser(
+        "run", help="extract → judge → score in one command (results, samples, review queue)"
+    )
+    _add_run_arguments(run)
+    _add_judges(run)
+    _add_failure_policy(run, scoring=True)
+    run.set_defaults(func=handlers.run)
+
+    extract = commands.add_parser(
+        "extract", help="run a candidate model over the benchmark spans (all modes)"
+    )
+    _add_run_arguments(extract)
+    _add_failure_policy(extract, scoring=False)
+    extract.set_defaults(func=handlers.extract)
+
+    judge = commands.add_parser(
+        "judge", help="add a judge panel's votes to saved extractions (resumable, cached)"
+    )
+    _add_samples(judge)
+    _add_judges(judge)
+    _add_cache(judge, "the one the extraction used")
+    _add_include_path(judge)
+    judge.set_defaults(func=handlers.judge)
+
+    score = commands.add_parser(
+        "score", help="recompute every score from judged samples (no model)"
+    )
+    _add_samples(score)
+    score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
+    _add_failure_policy(score, scoring=True)
+    score.set_defaults(func=handlers.score)
+
+    upgrade = commands.add_parser(
+        "upgrade", help="convert a run folder written by an older finreflect-eval"
+    )
+    upgrade.add_argument("folder", type=Path, metavar="DIR", help="the run folder")
+    _add_include_path(upgrade)
+    upgrade.set_defaults(func=handlers.upgrade)
+
+    tasks = commands.add_parser("tasks", help="list and validate tasks")
+    tasks_commands = _Commands(
+        tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
+    )
+    listing = tasks_commands.add_parser("list", help="tasks and groups with mode and version")
+    _add_include_path(listing)
+    listing.set_defaults(func=handlers.tasks_list)
+    validate = tasks_commands.add_parser(
+        "validate", help="check YAML, fields, schema and that prompts render on a sample span"
+    )
+    _add_include_path(validate)
+    validate.add_argument("--tasks", nargs="+", help="only these tasks or groups")
+    validate.set_defaults(func=handlers.tasks_validate)
+
+    submit = commands.add_parser(
+        "submit", help="verify a run (every score recomputed) and add it to the leaderboard"
+    )
+    submit.add_argument(
+        "results", type=Path, metavar="RESULTS", help="results_*.json, its run folder, or a bundle"
+    )
+    _add_leaderboard(submit)
+    submit.add_argument("--hub-repo", help="open a pull request on this Hub dataset repo instead")
+    submit.add_argument("--dry-run", action="store_true", help="verify only; write nothing")
+    submit.set_defaults(func=handlers.submit)
+
+    audit = commands.add_parser(
+        "audit-judges", help="judge accuracy against gold labels, and measured bias probes"
+    )
+    _add_judges(audit, required=True)
+    audit.add_argument("--dataset", default="sample", help="a dataset with gold judgments")
+    audit.add_argument("--split", default="test", help="default: test")
+    audit.add_argument("--limit", type=_positive_int, help="first N spans")
+    audit.add_argument(
+        "--probes",
+        default="all",
+        help="all, or a comma list of: position, span_order, verbosity, leniency, world_knowledge",
+    )
+    audit.add_argument(
+        "--task", default="finreflect_single_pass", help="whose judge prompts to use"
+    )
+    audit.add_argument("--seed", type=int, default=1234, help="probe generation seed")
+    audit.add_argument("--output-path", type=Path, default=Path("results"), help="default: results")
+    _add_cache(audit, "OUTPUT_PATH/cache.sqlite")
+    _add_include_path(audit)
+    audit.set_defaults(func=handlers.audit_judges)
+
+    board = commands.add_parser("leaderboard", help="build the static leaderboard")
+    board_commands = _Commands(
+        board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
+    )
+    sub = board_commands.add_parser(
+        "build", help="render index.html, leaderboard.json and leaderboard.csv"
+    )
+    _add_leaderboard(sub)
+    sub.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; fail when an entry no longer verifies or a generated file is stale",
+    )
+    sub.set_defaults(func=handlers.leaderboard_build)
+
+    dataset = commands.add_parser("dataset", help="inspect, build and publish benchmark data")
+    data_commands = _Commands(
+        dataset.add_subparsers(dest="dataset_command", required=True, metavar="ACTION")
+    )
+
+    info = data_commands.add_parser(
+        "info", help="counts per config, split, company and section of a dataset"
+    )
+    info.add_argument(
+        "--dataset", default="sample", help="'sample', a local folder or file, or a Hub id"
+    )
+    info.add_argument("--split", help="one split only (default: all)")
+    info.add_argument("--revision", help="Hub revision (branch, tag or commit)")
+    info.add_argument(
+        "--task",
+        default="finreflect_single_pass",
+        help="also show this task's slice of the data (default: the official one)",
+    )
+    _add_include_path(info)
+    info.set_defaults(func=handlers.dataset_info)
+
+    build = data_commands.add_parser(
+        "build", help="chunk 10-K filings (HTML, text, markdown) into a dataset folder"
+    )
+    build.add_argument("files", nargs="+", type=Path, metavar="FILE", help="10-K filings")
+    build.add_argument("--output", required=True, type=Path, help="dataset folder to write")
+    build.add_argument("--max-tokens", type=_positive_int, default=2048, help="default: 2048")
+    build.add_argument(
+        "--tokenizer",
+        default="regex",
+        help="token counter: 'regex' (fast, offline; default) or a Hugging Face tokenizer "
+        "name or path",
+    )
+    build.add_argument("--ticker", help="default: from the file name (AMZN_10-K-2025-02-07.txt)")
+    build.add_argument(
+        "--fiscal-year", type=int, help="default: from the cover page, else the file name"
+    )
+    build.add_argument("--split", default="test", help="split name to write (default: test)")
+    build.add_argument(
+        "--replace",
+        action="store_true",
+        help="overwrite a dataset already in --output (otherwise refused)",
+    )
+    build.set_defaults(func=handlers.dataset_build)
+
+    push = data_commands.add_parser("push", help="upload a dataset folder to the Hugging Face Hub")
+    push.add_argument("folder", type=Path, help="dataset folder (from `dataset build`)")
+    push.add_argument("--repo-id", required=True, help="Hub dataset repo, e.g. org/name")
+    push.add_argument("--private", action="store_true", help="create the repo as private")
+    push.set_defaults(func=handlers.dataset_push)
+    return parser
+
+
+def _positive_int(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return number
