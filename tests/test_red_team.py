@@ -309,7 +309,10 @@ CASES = [
     # --- datasets ---
     Case("dataset-missing", scripted("--dataset", "{root}/nowhere"), 1, r"nowhere"),
     Case(
-        "dataset-empty-jsonl", scripted("--dataset", inputs("empty.jsonl", "")), 1, r"empty\.jsonl"
+        "dataset-empty-jsonl",
+        scripted("--dataset", inputs("empty.jsonl", "")),
+        1,
+        r"empty\.jsonl': it has no rows",
     ),
     Case(
         "dataset-malformed-jsonl",

@@ -89,7 +89,8 @@ def load_benchmark(
             "local copy"
         ) from exc
     except Exception as exc:  # malformed data: empty or broken files, unreadable rows
-        raise FinReflectError(f"cannot read dataset '{dataset}': {first_line(exc)}") from exc
+        detail = "it has no rows" if isinstance(exc, StopIteration) else first_line(exc)
+        raise FinReflectError(f"cannot read dataset '{dataset}': {detail}") from exc
     finally:
         if bars:
             datasets.enable_progress_bars()
