@@ -130,6 +130,8 @@ class HFModel(LM):
                 self._convert(gguf_path.parent, gguf_path.name, converted)
             return str(converted)
         path = Path(model).expanduser()
+        if model.startswith(("/", "./", "../", "~")) and not path.exists():  # a path, not an id
+            raise FinReflectError(f"cannot load model '{model}': no such file or folder")
         if path.suffix == ".gguf" and path.is_file():
             model, gguf_file = str(path.parent), path.name
         self.checkpoint_id = str(Path(model).resolve()) if Path(model).exists() else model
