@@ -164,3 +164,18 @@ def test_row_data_with_a_limit_is_streamed_and_read_only_that_far(tmp_path, monk
     bench = load_benchmark(str(write_parquet(tmp_path, rows)), limit=2)  # row 3 is never read
     assert calls == [True]
     assert len(bench.spans) == 2 and len(bench.reference_triples) == 3
+
+
+def test_replace_removes_only_the_datasets_own_files(tmp_path):
+    from finreflect_eval.data import load_benchmark, write_dataset_folder
+
+    spans = load_benchmark("sample").spans[:2]
+    write_dataset_folder(tmp_path, {"spans": {"test": spans}}, replace=False)
+    keep = tmp_path / "notes" / "mine.parquet"  # not a config of ours: never touched
+    keep.parent.mkdir()
+    keep.write_bytes(b"mine")
+    with pytest.raises(FinReflectError, match="already holds a dataset"):
+        write_dataset_folder(tmp_path, {"spans": {"test": spans[:1]}}, replace=False)
+    write_dataset_folder(tmp_path, {"spans": {"test": spans[:1]}}, replace=True)
+    assert keep.read_bytes() == b"mine"
+    assert len(load_benchmark(str(tmp_path)).spans) == 1

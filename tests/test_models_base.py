@@ -7,6 +7,7 @@ import pytest
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import (
+    LM,
     GenerationRequest,
     ModelSpec,
     ResponseCache,
@@ -127,3 +128,20 @@ def test_identical_requests_in_one_call_are_generated_once():
     results = lm.generate([same, GenerationRequest(prompt="q"), same])
     assert [r.text for r in results] == ["a", "b", "a"]
     assert len(lm.requests) == 2 and results[2].cached and not results[0].cached
+
+
+def test_a_registered_backend_with_unannotated_or_unusual_args_loads():
+    from finreflect_eval.models import check_spec, register_backend
+
+    register_backend("plain", "test_models_base:PlainBackend")
+    check_spec(ModelSpec("m", "plain", {"foo": 1, "event": threading.Event()}))
+    with pytest.raises(FinReflectError, match="unknown model arg 'bar'"):
+        check_spec(ModelSpec("m", "plain", {"bar": 1}))
+
+
+class PlainBackend(LM):
+    def __init__(self, model, *, foo=0, event: threading.Event | None = None, **kwargs):
+        super().__init__(model, **kwargs)
+
+    def _complete(self, requests):
+        return []

@@ -253,3 +253,27 @@ def test_unknown_model_arg_is_named(server):
 def test_bad_settings_are_user_errors(args):
     with pytest.raises(FinReflectError):
         OpenAIModel("m", **args)
+
+
+def test_a_gzip_compressed_answer_is_read_once(server, connect):
+    import gzip
+
+    data = gzip.compress(json.dumps(answer('{"a": 9}')).encode())
+    server.script = [Reply(body=data, headers={"Content-Encoding": "gzip"})]
+    [result] = connect().generate([request()])
+    assert result.ok and result.parsed == {"a": 9}
+
+
+def test_a_transport_failure_after_an_invalid_output_is_a_transport_failure(server, connect):
+    server.script = [Reply(body=answer("not json")), Reply(400, {"error": "gone"})]
+    [result] = connect(max_retries=1).generate([request()])
+    assert not result.ok and result.attempts == 0 and result.raw_outputs == []
+
+
+@pytest.mark.parametrize(
+    "args",
+    [{"base_url": "http://[::1/v1"}, {"backoff": -1.0}, {"max_backoff": float("nan")}],
+)
+def test_bad_endpoint_settings_are_one_line(args):
+    with pytest.raises(FinReflectError):
+        OpenAIModel("m", **args)

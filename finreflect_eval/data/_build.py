@@ -43,7 +43,7 @@ def write_dataset_folder(
     `replace=False`, a folder that already holds a dataset is a one-line error; with `replace`,
     its data files are all removed first (no stale split or config stays behind)."""
     output = Path(output)
-    existing = sorted(output.glob("*/*.parquet")) if output.is_dir() else []
+    existing = sorted(path for config in CONFIGS for path in output.glob(f"{config}/*.parquet"))
     if existing and not replace:
         raise FinReflectError(
             f"{output} already holds a dataset ({existing[0].relative_to(output)}); choose another "

@@ -294,7 +294,8 @@ class LM(ABC):
                 result.prompt_tokens += completion.prompt_tokens
                 result.completion_tokens += completion.completion_tokens
                 if completion.error is not None:  # transport failure: report, don't cache
-                    result.error, result.attempts = completion.error, 0
+                    # Even after an invalid output: the whole call is asked again on a rerun.
+                    result.error, result.attempts, result.raw_outputs = completion.error, 0, []
                     continue
                 result.attempts += 1
                 result.text = completion.text or ""

@@ -11,7 +11,7 @@ import logging
 import sys
 import typing
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,16 +137,16 @@ def check_spec(spec: ModelSpec) -> None:
 def _check_args(backend: type[LM], spec: ModelSpec) -> None:
     """Unknown model args are an error naming them and the valid ones, not a TypeError later;
     a value of the wrong type names the arg and the type it takes."""
+    accepted: set[str] = set()
     annotations: dict[str, Any] = {}
     for cls in reversed(backend.__mro__):
         if cls.__init__ is object.__init__:
             continue
-        try:
-            hints = typing.get_type_hints(cls.__init__)
-        except NameError:  # an annotation that only type checkers can resolve: names only
-            hints = dict.fromkeys(inspect.signature(cls.__init__).parameters, Any)
-        annotations.update(hints)
-    accepted = set(annotations) - {"self", "model", "cache", "args", "kwargs", "return"}
+        accepted.update(inspect.signature(cls.__init__).parameters)
+        # Hints that only type checkers resolve: then only the names are checked.
+        with suppress(Exception):
+            annotations.update(typing.get_type_hints(cls.__init__))
+    accepted -= {"self", "model", "cache", "args", "kwargs"}
     unknown = sorted(set(spec.args) - accepted)
     if unknown:
         raise FinReflectError(
@@ -155,7 +155,11 @@ def _check_args(backend: type[LM], spec: ModelSpec) -> None:
         )
     for name, value in spec.args.items():
         try:
-            TypeAdapter(annotations[name]).validate_python(value, strict=True)
+            adapter = TypeAdapter(annotations[name])
+        except Exception:  # unannotated, or a type pydantic cannot check
+            continue
+        try:
+            adapter.validate_python(value, strict=True)
         except ValidationError as exc:
             raise FinReflectError(
                 f"model arg {name}={value!r} for backend '{spec.backend}': {exc.errors()[0]['msg']}"

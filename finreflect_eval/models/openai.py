@@ -87,12 +87,20 @@ class OpenAIModel(LM):
         )
         if not self.base_url.startswith(("http://", "https://")):
             raise FinReflectError(f"base_url '{self.base_url}' must start with http:// or https://")
+        try:
+            httpx.URL(self.base_url).copy_with()  # a malformed host or port is refused here
+        except (httpx.InvalidURL, UnicodeError) as exc:
+            raise FinReflectError(f"base_url '{self.base_url}' is not a URL: {exc}") from None
         # Model args come from the command line, where a value that is not a literal stays a str.
         if extra_body is not None and not isinstance(extra_body, dict):
             raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
         if max_concurrency < 1 or http_retries < 0 or failure_budget < 1:
             raise FinReflectError(
                 "max_concurrency and failure_budget must be at least 1, http_retries at least 0"
+            )
+        if not all(0 <= value < float("inf") for value in (backoff, max_backoff)):
+            raise FinReflectError(
+                f"backoff and max_backoff must be seconds ≥ 0 ({backoff}, {max_backoff})"
             )
         if not all(0 < value < float("inf") for value in (timeout, deadline)):
             raise FinReflectError(
@@ -112,6 +120,8 @@ class OpenAIModel(LM):
         self._reachable = False
         self._state = threading.Lock()
         api_key = os.environ.get(api_key_env)
+        if api_key is not None and not api_key.isascii():
+            raise FinReflectError(f"${api_key_env} holds characters an HTTP header cannot carry")
         self._client = httpx.Client(
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout,
@@ -201,11 +211,12 @@ class OpenAIModel(LM):
         import httpx
 
         url = f"{self.base_url}/chat/completions"
-        deadline = time.monotonic() + self.deadline
+        deadline = None  # starts once the request has a slot: queueing behind others is free
         for attempt in range(self.http_retries + 1):
             retry_after = None
             try:
                 with self._slots:
+                    deadline = deadline or time.monotonic() + self.deadline
                     response = self._post(url, body, deadline)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 problem = _one_line(_describe(exc))
@@ -254,9 +265,13 @@ class OpenAIModel(LM):
                 content += chunk
                 if time.monotonic() > deadline:
                     raise _DeadlinePassed
-        return httpx.Response(
-            response.status_code, headers=response.headers, content=bytes(content)
-        )
+        # The body is decoded already: the new response must not decode it again.
+        headers = [
+            (key, value)
+            for key, value in response.headers.items()
+            if key.lower() not in ("content-encoding", "content-length")
+        ]
+        return httpx.Response(response.status_code, headers=headers, content=bytes(content))
 
 
 class _DeadlinePassed(Exception):

@@ -149,11 +149,11 @@ class VLLMModel(LM):
         template_kwargs = {}
         if self.enable_thinking is not None:
             template_kwargs["enable_thinking"] = self.enable_thinking
-        return len(
-            tokenizer.apply_chat_template(
-                _conversation(request), tokenize=True, add_generation_prompt=True, **template_kwargs
-            )
+        ids = tokenizer.apply_chat_template(
+            _conversation(request), tokenize=True, add_generation_prompt=True, **template_kwargs
         )
+        # transformers 5 returns a mapping (return_dict=True by default); 4.x a list of ids.
+        return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         params = [sampling_params(request) for request in requests]

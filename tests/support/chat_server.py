@@ -33,10 +33,13 @@ def answer(content: str | None, prompt_tokens: int = 5, completion_tokens: int =
 
 @dataclass
 class Reply:
-    """One scripted reply; `body` is JSON (dict), raw text (str) or a function of the request."""
+    """One scripted reply; `body` is JSON (dict), raw text (str), raw bytes or a function of the
+    request."""
 
     status: int = 200
-    body: dict | str | Callable[[dict], dict] = field(default_factory=lambda: answer('{"a": 1}'))
+    body: dict | str | bytes | Callable[[dict], dict] = field(
+        default_factory=lambda: answer('{"a": 1}')
+    )
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     trickle: float = 0.0  # seconds between bytes of the body: a server that never quite stalls
@@ -98,7 +101,9 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self.server.end()
         payload = reply.body(body) if callable(reply.body) else reply.body
-        data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        if not isinstance(payload, bytes):
+            payload = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
+        data = payload
         # The client may have timed out and left.
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             self.send_response(reply.status)
