@@ -1,4 +1,8 @@
-"""finreflect-eval: KG extraction from 10-K filings, scored by a panel of LLM judges."""
+"""finreflect-eval: KG extraction from 10-K filings, scored by a panel of LLM judges.
+
+`simple_evaluate(model=..., tasks=..., judges=...)` runs the benchmark from Python (as lm-eval's
+does); `evaluate_run(samples)` judges and scores a saved run.
+"""
 
 from importlib.metadata import PackageNotFoundError, version
 
@@ -6,3 +10,14 @@ try:
     __version__ = version("finreflect-eval")
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0"
+
+__all__ = ["__version__", "evaluate_run", "simple_evaluate"]
+
+
+def __getattr__(name: str):
+    # Imported on first use: the command line's `--help` must not pay for the pipeline's imports.
+    if name in ("simple_evaluate", "evaluate_run"):
+        from finreflect_eval import evaluator
+
+        return getattr(evaluator, name)
+    raise AttributeError(f"module 'finreflect_eval' has no attribute {name!r}")

@@ -5,14 +5,17 @@ Extraction loads the data of each task and the candidate model once, runs every 
 candidate steps over groups of spans (their records are saved as each group finishes; identical
 requests across tasks are served by the cache), frees it, then loads a separate multi-pass
 normaliser in turn. A rerun of an unfinished run continues it. Nothing here prints: the command
-line prints what these return.
+line prints what these return. `simple_evaluate` and `evaluate_run` are the same pipeline for
+Python callers.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from finreflect_eval import __version__, judging, scoring
 from finreflect_eval.data import Benchmark, load_benchmark, span_list
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import TaskRun
-from finreflect_eval.models import ModelSpec, check_spec, load_model
+from finreflect_eval.models import LM, ModelSpec, check_spec, load_model, parse_model_args
 from finreflect_eval.records import (
     Manifest,
     ModelInfo,
@@ -38,7 +41,7 @@ from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.sharding import Shard
 from finreflect_eval.store import Run, RunStore, identity, run_id, writing
 from finreflect_eval.tables import markdown_table
-from finreflect_eval.tasks import TaskIndex
+from finreflect_eval.tasks import Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
@@ -47,16 +50,30 @@ logger = logging.getLogger(__name__)
 class RunConfig:
     """One run of the pipeline, from the command line or Python."""
 
-    model: ModelSpec
+    model: ModelSpec | LM  # what to load, or a model the caller loaded (and frees)
     tasks: list[str] = field(default_factory=lambda: ["finreflect"])
     dataset: str | None = None  # overrides every task's dataset_path
-    limit: int | None = None
+    limit: int | float | None = None  # the first N spans of each task, or a fraction (0-1)
     output_path: Path = Path("results")
     cache: Path | None = None  # the response cache file; None: no cache
     include_paths: list[Path] = field(default_factory=list)
     seed: int | None = None
     gen_kwargs: dict[str, Any] = field(default_factory=dict)
     shard: Shard | None = None  # run only this shard of every task's spans
+    # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
+    num_fewshot: int | None = None
+    system_instruction: str | None = None
+    # No effect (a warning): our few-shot examples are part of the prompt template, not turns.
+    fewshot_as_multiturn: bool = False
+
+    def __post_init__(self) -> None:
+        limit = self.limit
+        if isinstance(limit, float) and limit >= 1 and limit.is_integer():
+            self.limit = int(limit)  # lm-eval's limit is a float: 2.0 is two spans
+        elif limit is not None and not (0 < limit < 1 or (isinstance(limit, int) and limit >= 1)):
+            raise FinReflectError(
+                f"limit must be a positive count or a fraction between 0 and 1, got {limit}"
+            )
 
     @property
     def output_dir(self) -> Path:
@@ -79,13 +96,24 @@ def extract(config: RunConfig) -> Run:
     started = time.perf_counter()
     check_spec(config.model)  # the cheap checks first: no data or model loads before them
     index = TaskIndex(config.include_paths)
-    tasks = index.resolve(config.tasks)
+    overrides = {
+        "num_fewshot": config.num_fewshot,
+        "system_instruction": config.system_instruction,
+    }
+    tasks = [with_overrides(task, overrides) for task in index.resolve(config.tasks)]
+    shots = [task.name for task in tasks if task.config.num_fewshot]
+    if config.fewshot_as_multiturn and shots:
+        logger.warning(
+            "fewshot_as_multiturn has no effect: the few-shot examples of %s are part of the "
+            "prompt template, not chat turns",
+            ", ".join(shots),
+        )
     for task in tasks:
         if task.config.normalizer_model is not None:
             check_spec(_spec_of(task.config.normalizer_model))
     loaded: dict[tuple, Benchmark] = {}
 
-    def split(dataset: str, name: str, limit: int | None, spec: Any = None) -> Benchmark:
+    def split(dataset: str, name: str, limit: int | float | None, spec: Any = None) -> Benchmark:
         """A split, loaded once; the task's revision, config and slice apply to its own data
         (`--dataset` may point elsewhere: then only the slice applies)."""
         own = spec is not None and dataset == spec.dataset_path
@@ -94,14 +122,17 @@ def extract(config: RunConfig) -> Run:
         chosen = spec.slice if spec is not None else None
         key = (dataset, name, revision, config_name, chosen and chosen.model_dump_json(), limit)
         if key not in loaded:
-            loaded[key] = load_benchmark(
+            benchmark = load_benchmark(
                 dataset,
                 split=name,
                 revision=revision,
                 config=config_name,
                 slice=chosen,
-                limit=limit,
+                limit=None if isinstance(limit, float) else limit,
             )
+            if isinstance(limit, float):  # a fraction of the spans, rounded up (as lm-eval)
+                benchmark = benchmark.limited(math.ceil(len(benchmark.spans) * limit))
+            loaded[key] = benchmark
         return loaded[key]
 
     task_runs, span_lists = [], {}
@@ -149,6 +180,13 @@ def _extract(
     separate = [t for t in task_runs if t.task.config.normalizer_model is not None]
     waiting: dict[str, list[SampleRecord]] = {t.task.name: [] for t in separate}
     with load_model(config.model, cache_path=config.cache) as lm:
+        if run.manifest.model.sha not in (None, lm.commit):  # the revision moved on the Hub
+            raise FinReflectError(
+                f"{config.model.model} is at commit {lm.commit} now, but this unfinished run "
+                f"began at {run.manifest.model.sha}: pin that commit (@{run.manifest.model.sha}"
+                ") to continue it, or start a new run in another --output-path"
+            )
+        run.manifest.model.sha = lm.commit
         for task_run in task_runs:
             clock = time.perf_counter()
             name = task_run.task.name
@@ -175,6 +213,16 @@ def _extract(
     run.manifest.seconds = round(run.manifest.seconds + time.perf_counter() - started, 3)
     store.write_manifest(run.manifest)
     return run
+
+
+def _model_info(model: ModelSpec | LM) -> ModelInfo:
+    if isinstance(model, LM):  # loaded by the caller: what identifies its outputs
+        identity = model.identity()
+        args = {
+            k: v for k, v in identity.items() if k not in ("backend", "model") and v is not None
+        }
+        return ModelInfo(name=model.model, backend=model.backend, args=args)
+    return ModelInfo(name=model.model, backend=model.backend, args=model.args)
 
 
 def _spec_of(model: Any) -> ModelSpec:
@@ -219,9 +267,7 @@ def _manifest(
     }
     return Manifest(
         run=run,
-        model=ModelInfo(
-            name=config.model.model, backend=config.model.backend, args=config.model.args
-        ),
+        model=_model_info(config.model),
         tasks={
             t.task.name: TaskManifest(
                 mode=t.task.config.mode,
@@ -231,7 +277,10 @@ def _manifest(
                 generation_kwargs=t.generation.model_dump(),
                 metric_list=t.task.config.metric_list,
                 samples=f"samples_{t.task.name}_{run}.jsonl",
-                dataset=t.benchmark.info(config.limit, _config_name(config, t.task.config)),
+                dataset=t.benchmark.info(
+                    _span_limit(config, span_lists[t.task.name]),
+                    _config_name(config, t.task.config),
+                ),
                 span_list=SpanList(**span_lists[t.task.name]),
                 fewshot=[example["span"].span_id for example in t.fewshot],
             )
@@ -242,12 +291,36 @@ def _manifest(
         seed=config.seed,
         shard=None if config.shard is None else ShardInfo(**vars(config.shard)),
         dataset=task_runs[0].benchmark.info(
-            config.limit, _config_name(config, task_runs[0].task.config)
+            _span_limit(config, span_lists[task_runs[0].task.name]),
+            _config_name(config, task_runs[0].task.config),
         ),
         cache=str(config.cache.resolve()) if config.cache else None,
         finreflect_eval_version=__version__,
         git_hash=_git_hash(),
     )
+
+
+def _span_limit(config: RunConfig, span_list: dict[str, Any]) -> int | None:
+    """`--limit` as the count of spans it kept (a fraction is recorded as its count)."""
+    return span_list["count"] if isinstance(config.limit, float) else config.limit
+
+
+# The task fields a run may set (lm-eval's flags); the manifest keeps them in each task's config.
+TASK_OVERRIDES = ("num_fewshot", "system_instruction")
+
+
+def with_overrides(task: Task, overrides: dict[str, Any]) -> Task:
+    """The task with these fields set (None: as the task says)."""
+    changes = {k: v for k, v in overrides.items() if v is not None}
+    if not changes:
+        return task
+    try:
+        config = type(task.config).model_validate(
+            {**task.config.model_dump(by_alias=True), **changes}
+        )
+    except ValidationError as exc:
+        raise FinReflectError(f"task {task.name}: {first_invalid_field(exc)}") from exc
+    return Task(config, task.path)
 
 
 def _config_name(config: RunConfig, spec: Any) -> str | None:
@@ -318,7 +391,10 @@ def judge(
         raise FinReflectError(
             f"task '{unknown[0]}' of {run.folder} is unknown here (missing --include-path?)"
         )
-    tasks = {name: index.tasks[name] for name in run.manifest.tasks}
+    tasks = {
+        name: with_overrides(index.tasks[name], {k: info.config.get(k) for k in TASK_OVERRIDES})
+        for name, info in run.manifest.tasks.items()
+    }
     return judging.judge(run, panel, cache_path=cache, tasks=tasks)
 
 
@@ -367,3 +443,124 @@ def evaluate(
         check_extraction(extracted, policy)
         judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
         return judged, score(judged, panel.panel, policy)
+
+
+def choose_panel(judges: str | Path | None, tasks: list[str], include_paths: list[Path]) -> str:
+    """The judge panel to use: `judges`, else the one every task names in its `judges` field."""
+    if judges is not None:
+        return str(judges)
+    named = {task.config.judges for task in TaskIndex(include_paths).resolve(tasks)}
+    if len(named) != 1:
+        raise FinReflectError(
+            f"cannot choose a judge panel from the tasks ({', '.join(sorted(named))}): "
+            "choose one with --judges"
+        )
+    return named.pop()
+
+
+# --- the Python API (lm-eval's `simple_evaluate`) ---
+
+Judges = str | Path | judging.Panel | Sequence[LM] | Mapping[str, LM] | None
+
+
+def simple_evaluate(
+    model: str | LM,
+    model_args: str | dict[str, Any] | None = None,
+    tasks: str | Sequence[str] = ("finreflect",),
+    judges: Judges = None,
+    *,
+    backend: str | None = None,
+    dataset: str | None = None,
+    limit: int | float | None = None,
+    num_fewshot: int | None = None,
+    batch_size: int | str | None = None,
+    max_batch_size: int | None = None,
+    device: str | None = None,
+    revision: str | None = None,
+    system_instruction: str | None = None,
+    gen_kwargs: str | dict[str, Any] | None = None,
+    seed: int | None = None,
+    output_path: str | Path = "results",
+    use_cache: str | Path | bool = True,
+    include_path: Sequence[str | Path] = (),
+    max_invalid_share: float = FailurePolicy.max_invalid_share,
+    allow_failures: bool = False,
+) -> Results:
+    """extract → judge → score, as `finreflect-eval run` does, printing nothing; the results
+    (also written to `output_path`, with the samples). `model`: a name (with `model_args` and
+    `backend`, read by the command line's rule: `model="hf", model_args="pretrained=ORG/NAME"`
+    works too) or a loaded `LM`, used as it is (with its own cache). `judges`: a panel name or
+    file, a `Panel`, loaded `LM`s (a list, or by judge name), or None (the tasks' panel).
+    `use_cache`: True (`<output_path>/cache.sqlite`), False, or a cache file."""
+    if not isinstance(model, LM):
+        model = ModelSpec.from_cli(
+            model,
+            backend,
+            model_args,
+            batch_size=batch_size,
+            max_batch_size=max_batch_size,
+            device=device,
+            revision=revision,
+        )
+    config = RunConfig(
+        model=model,
+        tasks=[tasks] if isinstance(tasks, str) else list(tasks),
+        dataset=dataset,
+        limit=limit,
+        output_path=Path(output_path),
+        include_paths=[Path(p) for p in include_path],
+        seed=seed,
+        gen_kwargs=parse_model_args(gen_kwargs),
+        num_fewshot=num_fewshot,
+        system_instruction=system_instruction,
+    )
+    config.cache = _cache_file(use_cache, config.default_cache())
+    panel = _panel(judges, config.tasks, config.include_paths)
+    policy = FailurePolicy(max_invalid_share=max_invalid_share, allow_failures=allow_failures)
+    return evaluate(config, panel, policy)[1]
+
+
+def evaluate_run(
+    samples: str | Path | Sequence[str | Path],
+    judges: Judges = None,
+    *,
+    use_cache: str | Path | bool = True,
+    include_path: Sequence[str | Path] = (),
+    max_invalid_share: float = FailurePolicy.max_invalid_share,
+    allow_failures: bool = False,
+) -> Results:
+    """Judge and score a saved run (`finreflect-eval judge`, then `score`), printing nothing:
+    `samples` a run folder or manifest (or every shard's folder); `judges` as for
+    `simple_evaluate`, or None to score the votes already there (the newest panel's).
+    `use_cache`: True (the extraction's cache), False, or a cache file."""
+    from finreflect_eval.sharding import load_runs
+
+    paths = [samples] if isinstance(samples, str | Path) else list(samples)
+    run = load_runs([Path(p) for p in paths])
+    policy = FailurePolicy(max_invalid_share=max_invalid_share, allow_failures=allow_failures)
+    with writing(run.folder):
+        name = None
+        if judges is not None:
+            panel = _panel(judges, list(run.manifest.tasks), [Path(p) for p in include_path])
+            cache = _cache_file(use_cache, default_cache(run))
+            run = judge(run, panel, cache=cache, include_paths=[Path(p) for p in include_path])
+            if not allow_failures:
+                check_judging(run, panel.panel)
+            name = panel.panel
+        return score(run, name, policy)
+
+
+def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judging.Panel:
+    if isinstance(judges, judging.Panel):
+        return judges
+    if isinstance(judges, Mapping) or (
+        isinstance(judges, Sequence) and not isinstance(judges, str)
+    ):
+        return judging.Panel.from_models(judges)
+    return judging.load_panel(choose_panel(judges, tasks, include_paths))
+
+
+def _cache_file(use_cache: str | Path | bool, default: Path) -> Path | None:
+    if use_cache is True:
+        return default
+    return Path(use_cache) if use_cache else None

@@ -98,6 +98,8 @@ class TaskRun:
 
     def request(self, step: str, span: Span, schema: type[BaseModel], **context: Any):
         system, user = self.task.render(step, span=span, fewshot=self.fewshot, **context)
+        if self.task.config.system_instruction:
+            system = f"{self.task.config.system_instruction}\n\n{system}"
         return GenerationRequest.chat(
             [{"role": "system", "content": system}, {"role": "user", "content": user}],
             schema=schema,

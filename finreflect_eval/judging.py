@@ -13,13 +13,21 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    create_model,
+    model_validator,
+)
 
 from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.errors import FinReflectError, first_invalid_field
@@ -85,9 +93,21 @@ class JudgeSpec(BaseModel):
     generation_kwargs: dict[str, Any] = {}
     system_prefix: str = ""
 
+    # A model the caller loaded (Panel.from_models): used as it is, never loaded or freed here.
+    _loaded: LM | None = PrivateAttr(default=None)
+
     @property
     def model_spec(self) -> ModelSpec:
         return ModelSpec(self.model, self.backend, dict(self.model_args))
+
+    @property
+    def source(self) -> ModelSpec | LM:
+        """What `load_model` takes for this judge."""
+        return self._loaded or self.model_spec
+
+    @property
+    def remote(self) -> bool:
+        return self._loaded.remote if self._loaded else get_backend(self.backend).remote
 
 
 class Panel(BaseModel):
@@ -132,11 +152,27 @@ class Panel(BaseModel):
             judges.append(judge.model_copy(update={"backend": "openai", "model_args": args}))
         return self.model_copy(update={"judges": judges})
 
+    @classmethod
+    def from_models(cls, models: Mapping[str, LM] | Sequence[LM], name: str = "custom") -> Panel:
+        """A panel of models already loaded, by judge name (a list: `judge-0`, `judge-1`, ...),
+        with the default generation settings."""
+        if not isinstance(models, Mapping):
+            models = {f"judge-{number}": lm for number, lm in enumerate(models)}
+        judges = []
+        try:
+            for judge_name, lm in models.items():
+                spec = JudgeSpec(name=judge_name, model=lm.model, backend=lm.backend)
+                spec._loaded = lm
+                judges.append(spec)
+            return cls(panel=name, judges=judges)
+        except ValidationError as exc:
+            raise FinReflectError(f"judges: {first_invalid_field(exc)}") from None
+
     def check_models(self) -> None:
         """Every judge's backend and model args, checked before any model loads."""
         for judge in self.judges:
             try:
-                check_spec(judge.model_spec)
+                check_spec(judge.source)
             except FinReflectError as exc:
                 raise FinReflectError(f"panel '{self.panel}', judge {judge.name}: {exc}") from None
 
@@ -238,21 +274,23 @@ def run_judges(
     for endpoint judges, so it must only return its results, not change shared state."""
 
     def at_endpoint(spec: JudgeSpec) -> T:
-        with load_model(spec.model_spec, cache_path=cache_path) as lm:
+        with load_model(spec.source, cache_path=cache_path) as lm:
             return work(spec, lm)
 
-    endpoints = [spec for spec in panel.judges if get_backend(spec.backend).remote]
+    endpoints = [spec for spec in panel.judges if spec.remote]
     by_model: dict[str, list[JudgeSpec]] = {}
     for spec in panel.judges:
         if spec not in endpoints:
-            key = json.dumps([spec.model, spec.backend, spec.model_args], sort_keys=True)
+            key = json.dumps(
+                [spec.model, spec.backend, spec.model_args, id(spec._loaded)], sort_keys=True
+            )
             by_model.setdefault(key, []).append(spec)
     done: dict[str, T] = {}
     pool = ThreadPoolExecutor(max_workers=max(len(endpoints), 1), thread_name_prefix="judge")
     try:
         futures = {spec.name: pool.submit(at_endpoint, spec) for spec in endpoints}
         for judges in by_model.values():
-            with load_model(judges[0].model_spec, cache_path=cache_path) as lm:
+            with load_model(judges[0].source, cache_path=cache_path) as lm:
                 for spec in judges:
                     done[spec.name] = work(spec, lm)
         for name, future in futures.items():

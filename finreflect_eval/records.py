@@ -95,6 +95,9 @@ class ModelInfo(Record):
     backend: str
     args: dict[str, Any] = {}
     """Backend arguments (`--model-args`)."""
+    sha: str | None = None
+    """The commit of the Hub repo the weights were loaded from (the revision resolved), where
+    the backend knows it."""
 
 
 class MetricSpec(Record):

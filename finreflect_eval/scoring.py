@@ -172,6 +172,7 @@ def compute_results(
             model_args=model.args,
             model_name=model.name,
             model_revision=model.args.get("revision"),
+            model_sha=model.sha,
             model_dtype=model.args.get("dtype"),
             batch_size=model.args.get("batch_size"),
             limit=manifest.dataset.limit,

@@ -180,7 +180,7 @@ def writing(folder: Path) -> Iterator[None]:
 def identity(manifest: Manifest) -> dict:
     """What makes two runs the same run: a rerun with these settings continues it."""
     return {
-        "model": manifest.model.model_dump(),
+        "model": manifest.model.model_dump(exclude={"sha"}),  # known once the model loads
         "tasks": {
             name: [task.hash, task.generation_kwargs, task.dataset.model_dump()]
             for name, task in manifest.tasks.items()

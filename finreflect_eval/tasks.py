@@ -73,6 +73,8 @@ class TaskConfig(BaseModel):
     fewshot_dataset: str | None = None  # where few-shot examples come from; None: dataset_path
     fewshot_split: str | None = "dev"
     num_fewshot: int = Field(0, ge=0)
+    # lm-eval's --system_instruction: put before the system part of every extraction prompt.
+    system_instruction: str | None = None
     mode: ModeName
     schema_path: str = Field(alias="schema")
     prompts: dict[str, str]
@@ -181,6 +183,8 @@ class Task:
         """Changes when the config, a prompt template or the schema file changes."""
         # File paths differ between installs; the files' contents are hashed below instead.
         config = self.config.model_dump(mode="json", by_alias=True)
+        if config["system_instruction"] is None:  # a field added later: unset, hashes as before
+            del config["system_instruction"]
         config["schema"] = Path(config["schema"]).name
         for key in ("prompts", "judge_prompts"):
             config[key] = {step: Path(p).name for step, p in config[key].items()}

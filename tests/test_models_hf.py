@@ -161,3 +161,48 @@ def test_a_prompt_over_the_context_is_refused_before_generating(tiny_model_dir):
         with pytest.raises(FinReflectError, match=r"over the 16384-token context .*--max-tokens"):
             lm.generate([*requests(2), long])
         assert lm.stats["requests_generated"] == 0  # nothing of the batch was generated
+
+
+def test_batch_size_auto_finds_the_largest_batch_that_fits(tiny_model_dir):
+    """lm-eval's --batch_size auto: accelerate's search from max_batch_size down, on a forward
+    pass of the longest request; again when longer requests come."""
+    with load_model(spec(tiny_model_dir, batch_size="auto", max_batch_size=16)) as lm:
+        forward, tried = lm.hf_model.forward, []
+
+        def limited(input_ids=None, **kwargs):
+            if input_ids.shape[0] > 5:  # what a GPU would say
+                raise RuntimeError("CUDA out of memory. Tried to allocate 2.00 GiB")
+            tried.append(tuple(input_ids.shape))
+            return forward(input_ids=input_ids, **kwargs)
+
+        lm.hf_model.forward = limited
+        short = [GenerationRequest(prompt=f"span {i}", max_tokens=8) for i in range(7)]
+        lm.generate(short)
+        assert lm.batch_size == 5  # 16, 14, 12, 10, 9, 8, 7, 6 did not fit
+        assert lm.stats["backend_calls"] == 2  # 7 requests: 5 + 2
+        fitted = tried[0][1]
+        longer = [GenerationRequest(prompt="revenue " * 50, max_tokens=8)]
+        tried.clear()
+        lm.generate(longer)
+        assert tried[0][0] == 5 and tried[0][1] > fitted  # searched again, for longer requests
+
+        def nothing_fits(*args, **kwargs):
+            raise RuntimeError("CUDA out of memory.")
+
+        lm.hf_model.forward = nothing_fits
+        with pytest.raises(FinReflectError, match=r"no batch of requests of \d+ tokens fits"):
+            lm.generate([GenerationRequest(prompt="revenue " * 99, max_tokens=8)])
+
+
+def test_device_and_dtype_as_lm_eval_writes_them(tiny_model_dir):
+    with load_model(spec(tiny_model_dir, device="cpu", dtype="float")) as lm:
+        assert str(lm.hf_model.device) == "cpu" and lm.dtype == "float32"
+    import torch
+
+    if not torch.cuda.is_available():
+        cuda = spec(tiny_model_dir, device="cuda:0")
+        with pytest.raises(FinReflectError, match=r"cannot load model .*CUDA"), load_model(cuda):
+            pass
+    both = spec(tiny_model_dir, device="cpu", device_map="auto")
+    with pytest.raises(FinReflectError, match="not both"), load_model(both):
+        pass

@@ -1,9 +1,13 @@
 """The README's quickstart `run`: the embedded model extracts and the `demo` panel judges, offline
 on CPU (at a smaller limit than the README's, to keep CI short)."""
 
+import ast
 import json
+import os
 import re
 import shlex
+import subprocess
+import sys
 import time
 
 import pytest
@@ -36,13 +40,13 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
     assert "--judges" in args and args[args.index("--judges") + 1] == "demo"
     readme_limit = int(args[args.index("--limit") + 1])
     args = with_option(args, "--limit", str(max(1, readme_limit - 1)))
-    args = with_option(args, "--output-path", str(tmp_path / "out"))
+    args = with_option(args, "--output-path", str(tmp_path / "results"))
     started = time.perf_counter()
     result = cli(*args, env={"HF_HUB_OFFLINE": "1"})
     seconds = time.perf_counter() - started
     assert result.returncode == 0, result.stderr[-3000:]
     assert "| F | P | R | C |" in result.stdout and "is not official" in result.stdout
-    folder = tmp_path / "out" / "gemma-3-270m"
+    folder = tmp_path / "results" / "gemma-3-270m"
     (results_file,) = folder.glob("results_*.json")
     results = json.loads(results_file.read_text())
     for task, entry in results["results"].items():
@@ -66,3 +70,37 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
     rescored = cli("score", "--samples", str(folder))
     assert rescored.returncode == 0, rescored.stderr[-2000:]
     assert json.loads(results_file.read_text()) == results
+    # The README's Python example, in the folder the README's command wrote to: the same
+    # numbers, every model call a cache hit of the command line's.
+    example = readme_python_example()
+    assert 'output_path="results"' in example and f"limit={readme_limit}" in example
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            example.replace(f"limit={readme_limit}", f"limit={max(1, readme_limit - 1)}"),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        timeout=900,
+    )
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    task = "finreflect_smoke_single_pass"
+    assert ast.literal_eval(ran.stdout) == results["results"][task]
+    runs = sorted(folder.glob("manifest_*.json"))
+    assert len(runs) == 2  # the example's own run, beside the command line's
+    example_run = runs[-1].stem.removeprefix("manifest_")
+    (samples,) = folder.glob(f"samples_{task}_{example_run}.jsonl")
+    for line in samples.read_text().splitlines():  # no model call was made again
+        record = json.loads(line)
+        calls = [*record["steps"], *record["judge_calls"]["demo"]]
+        assert calls and all(call["cached"] for call in calls)
+
+
+def readme_python_example() -> str:
+    """The README's Python example (`### From Python`)."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("### From Python", 1)[1]
+    return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)

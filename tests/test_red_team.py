@@ -762,7 +762,26 @@ CASES = [
         "unknown-flag",
         raw("run", "--model", "x", "--modle", "y"),
         2,
-        r"unrecognized arguments: --modle",
+        r"unrecognized argument --modle \(did you mean --model\?\)",
+    ),
+    Case(
+        "unknown-flag-lm-eval-spelling",
+        raw("run", "--model", "x", "--model_argz", "a=1"),
+        2,
+        r"unrecognized argument --model_argz \(did you mean --model_args\?\)",
+    ),
+    Case("limit-fraction-above-one", scripted("--limit", "1.5"), 2, r"a fraction between 0 and 1"),
+    Case(
+        "lm-eval-model-without-pretrained",
+        raw("--model", "hf", "--tasks", "finreflect_smoke"),
+        1,
+        r"--model hf names a backend: give the model as --model_args pretrained=ORG/NAME",
+    ),
+    Case(
+        "hub-log-args-unknown",
+        scripted("--hf_hub_log_args", "push_everything=True"),
+        1,
+        r"--hf_hub_log_args: field 'push_everything'",
     ),
 ]
 

@@ -18,13 +18,13 @@ USER_ERROR, USAGE_ERROR, INTERNAL_ERROR, INTERRUPTED = 1, 2, 3, 130
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from finreflect_eval.cli.parser import build_parser
+    from finreflect_eval.cli.parser import parse_args
 
-    args = build_parser().parse_args(argv)  # a usage error exits 2 with argparse's message
+    args = parse_args(sys.argv[1:] if argv is None else argv)  # a usage error exits 2
     level = getattr(logging, args.verbosity)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
     if level > logging.DEBUG:  # httpx logs every request at INFO: one line per model call
-        for name in ("httpx", "httpcore"):
+        for name in ("httpx", "httpx2", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
     try:
         args.func(args)

@@ -105,11 +105,14 @@ def score(args: argparse.Namespace) -> None:
     from finreflect_eval.scoring import results_table
     from finreflect_eval.sharding import load_runs
 
+    hub_args = _hub_log_args(args)
     run = load_runs(args.samples)
     with evaluator.writing(run.folder):
         results = evaluator.score(run, args.judges, policy=_policy(args))
     print(results_table(results))
     print(f"results, samples and review queues in {run.folder}")
+    if hub_args:
+        _push(run, results, hub_args)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -117,10 +120,13 @@ def run(args: argparse.Namespace) -> None:
     from finreflect_eval.scoring import results_table
 
     config = _run_config(args)
+    hub_args = _hub_log_args(args)
     panel = _panel(args, config)  # before any model loads
     judged, results = evaluator.evaluate(config, panel, policy=_policy(args))
     print(results_table(results))
     print(f"results, samples and review queues in {judged.folder}")
+    if hub_args:
+        _push(judged, results, hub_args)
 
 
 def upgrade(args: argparse.Namespace) -> None:
@@ -189,19 +195,60 @@ def _run_config(args: argparse.Namespace):
     from finreflect_eval.models import ModelSpec, parse_model_args
     from finreflect_eval.sharding import Shard
 
+    if isinstance(args.apply_chat_template, str):  # lm-eval picks one of a tokenizer's templates
+        raise FinReflectError(
+            f"--apply_chat_template {args.apply_chat_template}: a named chat template is not "
+            "supported; a model's own chat template is always applied"
+        )
+    model = ModelSpec.from_cli(
+        args.model,
+        args.backend,
+        args.model_args,
+        batch_size=args.batch_size,
+        max_batch_size=args.max_batch_size,
+        device=args.device,
+        revision=args.revision,
+        trust_remote_code=args.trust_remote_code,
+    )
+    output_path = args.output_path
+    if output_path.suffix == ".json":  # lm-eval takes a results file name too
+        output_path = output_path.parent
+    tasks = [name for item in args.tasks for name in item.split(",") if name]
+    if not tasks:
+        raise FinReflectError("--tasks names no task")
     config = RunConfig(
-        model=ModelSpec.from_cli(args.model, args.backend, args.model_args),
-        tasks=[name for item in args.tasks for name in item.split(",") if name],
+        model=model,
+        tasks=tasks,
         dataset=args.dataset,
         limit=args.limit,
-        output_path=args.output_path,
+        output_path=output_path,
         include_paths=args.include_path,
         seed=args.seed,
         gen_kwargs=parse_model_args(args.gen_kwargs),
         shard=Shard.parse(args.shard) if args.shard else None,
+        num_fewshot=args.num_fewshot,
+        system_instruction=args.system_instruction,
+        fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
     )
     config.cache = None if args.no_cache else (args.cache or config.default_cache())
     return config
+
+
+def _hub_log_args(args: argparse.Namespace):
+    """`--hf_hub_log_args`, checked before any work (None: not given)."""
+    from finreflect_eval.hub_log import HubLogArgs
+    from finreflect_eval.models import parse_model_args
+
+    if not args.hf_hub_log_args:
+        return None
+    return HubLogArgs.parse(parse_model_args(args.hf_hub_log_args))
+
+
+def _push(run, results, hub_args) -> None:
+    from finreflect_eval.hub_log import push_run
+
+    for url in push_run(run, results, hub_args):
+        print(f"pushed to {url}")
 
 
 def _policy(args: argparse.Namespace):
@@ -216,22 +263,14 @@ def _policy(args: argparse.Namespace):
 def _panel(args: argparse.Namespace, source):
     """The judge panel: `--judges`, else the one the tasks name (of a run config, or of a saved
     run); `--judge-endpoints` moves judges to servers."""
+    from finreflect_eval.evaluator import choose_panel
     from finreflect_eval.judging import load_panel
     from finreflect_eval.models import parse_model_args
-    from finreflect_eval.tasks import TaskIndex
 
-    name = args.judges
-    if name is None:
-        index = TaskIndex(args.include_path)
-        tasks = source.tasks if hasattr(source, "tasks") else list(source.manifest.tasks)
-        named = {task.config.judges for task in index.resolve(tasks)}
-        if len(named) != 1:
-            raise FinReflectError(
-                f"cannot choose a judge panel from the tasks ({', '.join(sorted(named))}): "
-                "choose one with --judges"
-            )
-        name = named.pop()
-    panel = load_panel(name)
+    tasks = [] if source is None else getattr(source, "tasks", None)
+    if tasks is None:  # a saved run
+        tasks = list(source.manifest.tasks)
+    panel = load_panel(choose_panel(args.judges, tasks, args.include_path))
     if args.judge_endpoints:
         urls = parse_model_args(args.judge_endpoints)
         panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})

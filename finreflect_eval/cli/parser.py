@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import difflib
+import re
+from collections.abc import Sequence
 from pathlib import Path
 
 from finreflect_eval import __version__
@@ -10,22 +13,54 @@ from finreflect_eval.cli import commands as handlers
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", required=True, help="HF id, local path, .gguf, alias, or name")
-    parser.add_argument("--backend", default="hf", help="hf (default), vllm, openai, scripted")
-    parser.add_argument("--model-args", help="backend arguments: k=v,k2=v2")
     parser.add_argument(
-        "--tasks", nargs="+", default=["finreflect"], help="tasks or groups (default: finreflect)"
+        "--model",
+        "-M",
+        "-m",
+        default="hf",
+        help="HF id (ORG/NAME[@REV]), local path, .gguf, alias or name; or, lm-eval's form, a "
+        "backend name (default hf) with the model in --model-args pretrained=ORG/NAME",
+    )
+    parser.add_argument(
+        "--backend", help="hf (default), vllm, openai, scripted; given: --model is the model"
+    )
+    parser.add_argument(
+        "--model-args",
+        "-a",
+        nargs="+",
+        metavar="ARGS",
+        help="backend arguments: k=v,k2=v2 (or k=v k2=v2, or a JSON object)",
+    )
+    parser.add_argument(
+        "--tasks",
+        "-t",
+        nargs="+",
+        default=["finreflect"],
+        help="tasks or groups (default: finreflect)",
     )
     parser.add_argument("--dataset", help="'sample', a folder/file or a Hub id (default: task's)")
-    parser.add_argument("--limit", type=_positive_int, help="first N spans of each task")
     parser.add_argument(
-        "--output-path", type=Path, default=Path("results"), help="default: results"
+        "--limit", "-L", type=_limit, help="first N spans of each task, or a fraction of them (0.1)"
+    )
+    parser.add_argument(
+        "--output-path",
+        "-o",
+        type=Path,
+        default=Path("results"),
+        help="results folder (a .json path: its folder); default: results",
     )
     _add_cache(parser, "OUTPUT_PATH/cache.sqlite")
     _add_include_path(parser)
-    parser.add_argument("--seed", type=int, help="overrides the tasks' generation seed")
     parser.add_argument(
-        "--gen-kwargs", help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0"
+        "--seed",
+        type=_seed,
+        help="overrides the tasks' generation seed (of lm-eval's four, a,b,c,d: the torch one)",
+    )
+    parser.add_argument(
+        "--gen-kwargs",
+        nargs="+",
+        metavar="KWARGS",
+        help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0",
     )
     parser.add_argument(
         "--shard",
@@ -33,12 +68,54 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="run shard I of N (every N-th span from the I-th) into OUTPUT_PATH/MODEL/"
         "shard-I-of-N; judge or score all shards' folders together",
     )
+    lm_eval = parser.add_argument_group(
+        "lm-eval's flags", "each becomes a model arg or a task field for this run"
+    )
+    lm_eval.add_argument(
+        "--batch-size", "-b", type=_batch_size, help="N, or auto (hf: the largest that fits)"
+    )
+    lm_eval.add_argument(
+        "--max-batch-size", type=_positive_int, help="where --batch-size auto starts (hf)"
+    )
+    lm_eval.add_argument("--device", help="hf: cuda, cuda:0, cpu, mps")
+    lm_eval.add_argument("--revision", help="the model's Hub revision (branch, tag or commit)")
+    lm_eval.add_argument(
+        "--trust-remote-code", action="store_const", const=True, help="run the model repo's code"
+    )
+    lm_eval.add_argument(
+        "--num-fewshot", "-f", type=_count, help="few-shot examples in every extraction prompt"
+    )
+    lm_eval.add_argument(
+        "--system-instruction", help="text put before every extraction prompt's system part"
+    )
+    lm_eval.add_argument(
+        "--apply-chat-template",
+        nargs="?",
+        const=True,
+        metavar="NAME",
+        help="accepted: a model's chat template is always applied when it has one",
+    )
+    lm_eval.add_argument(
+        "--fewshot-as-multiturn",
+        nargs="?",
+        const=True,
+        type=_flag,
+        metavar="BOOL",
+        help="no effect (a warning): our few-shot examples are part of the prompt template",
+    )
+    lm_eval.add_argument(
+        "--log-samples", "-s", action="store_true", help="accepted: samples are always logged"
+    )
 
 
 def _add_cache(parser: argparse.ArgumentParser, default: str) -> None:
     cache = parser.add_mutually_exclusive_group()
     cache.add_argument(
-        "--cache", type=Path, help=f"SQLite response cache file (default: {default})"
+        "--cache",
+        "--use-cache",
+        "-c",
+        type=Path,
+        help=f"SQLite response cache file (default: {default})",
     )
     cache.add_argument("--no-cache", action="store_true", help="call the models for everything")
 
@@ -79,6 +156,17 @@ def _add_judges(parser: argparse.ArgumentParser, required: bool = False) -> None
     )
 
 
+def _add_hub_logging(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--hf-hub-log-args",
+        nargs="+",
+        metavar="ARGS",
+        help="also push the results and samples to a Hub dataset repo, as lm-eval does: "
+        "hub_results_org=ORG,details_repo_name=NAME,push_results_to_hub=True,"
+        "push_samples_to_hub=True,public_repo=False",
+    )
+
+
 def _add_samples(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--samples",
@@ -100,6 +188,7 @@ class _Commands:
     def add_parser(self, name: str, **kwargs) -> argparse.ArgumentParser:
         parser = self.subparsers.add_parser(name, **kwargs)
         _add_verbosity(parser, default=argparse.SUPPRESS)
+        parser.set_defaults(parser=parser)  # the innermost subcommand's parser wins
         return parser
 
 
@@ -149,12 +238,15 @@ def _share(value: str) -> float:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="finreflect-eval",
-        description="Benchmark KG extraction from 10-K filings with a panel of LLM judges.",
+        description="Benchmark KG extraction from 10-K filings with a panel of LLM judges. "
+        "Every option also takes lm-eval's spelling (--model_args, --output_path), and a command "
+        "line that starts with an option runs `run` (as lm-eval's does).",
         epilog="Exit codes: 0 success, 1 a problem with the input or the environment (one line "
         "says which), 2 a usage error, 3 an internal error, 130 interrupted.",
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     _add_verbosity(parser)
+    parser.set_defaults(parser=parser)
     subcommands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     commands = _Commands(subcommands)
 
@@ -164,6 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_arguments(run)
     _add_judges(run)
     _add_failure_policy(run, scoring=True)
+    _add_hub_logging(run)
     run.set_defaults(func=handlers.run)
 
     extract = commands.add_parser(
@@ -188,6 +281,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_samples(score)
     score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
     _add_failure_policy(score, scoring=True)
+    _add_hub_logging(score)
     score.set_defaults(func=handlers.score)
 
     upgrade = commands.add_parser(
@@ -316,3 +410,119 @@ def _positive_int(value: str) -> int:
     if number < 1:
         raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
     return number
+
+
+def _count(value: str) -> int:
+    number = int(value)
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return number
+
+
+def _limit(value: str) -> int | float:
+    """A count of spans, or (lm-eval) a fraction of them between 0 and 1."""
+    try:
+        number = float(value)
+    except ValueError:
+        number = float("nan")
+    if 0 < number < 1:
+        return number
+    if not number >= 1 or not number.is_integer():
+        raise argparse.ArgumentTypeError(
+            f"must be a positive integer or a fraction between 0 and 1, got {value}"
+        )
+    return int(number)
+
+
+def _seed(value: str) -> int | None:
+    """One seed, or lm-eval's three or four (python,numpy,torch[,fewshot]): the torch one drives
+    sampling."""
+    parts = value.split(",")
+    if len(parts) not in (1, 3, 4):
+        raise argparse.ArgumentTypeError(f"one seed, or lm-eval's three or four, got {value}")
+    chosen = parts[0] if len(parts) == 1 else parts[2]
+    if chosen.strip().lower() == "none":
+        return None
+    return int(chosen)
+
+
+def _batch_size(value: str) -> int | str:
+    if value == "auto" or value.startswith("auto:"):  # lm-eval's auto:N re-detects N times
+        return "auto"
+    return _positive_int(value)
+
+
+def _flag(value: str) -> bool:
+    return value.lower() in ("true", "1", "yes")
+
+
+# lm-eval flags with no counterpart here, and what to do instead.
+INSTEAD = {
+    "--predict-only": "for the predictions only, run `finreflect-eval extract`",
+    "-x": "for the predictions only, run `finreflect-eval extract`",
+    "--cache-requests": "every model call is cached already (--cache)",
+    "--wandb-args": "results go to OUTPUT_PATH, and with --hf-hub-log-args to the Hub",
+    "--write-out": "the samples files hold every prompt's hash and output",
+    "-w": "the samples files hold every prompt's hash and output",
+    "--samples": "a task's spans are chosen by --limit or the task's slice",
+    "-E": "a task's spans are chosen by --limit or the task's slice",
+    "--config": "give the options on the command line (or use simple_evaluate from Python)",
+    "-C": "give the options on the command line (or use simple_evaluate from Python)",
+    "--metadata": "task settings live in the task YAML (--include-path)",
+    "--dtype": "dtype is a model arg: --model-args dtype=bfloat16",
+}
+# An option token (not a value that happens to start with dashes, like "--be brief").
+OPTION = re.compile(r"^--[A-Za-z0-9][\w-]*(=.*)?$", re.S)
+GLOBAL_OPTIONS = ("--verbosity", "-v", "--verbose")
+LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line, read as our own or as lm-eval's: underscore spellings of options
+    (`--model_args`), `-v LEVEL`, and no subcommand (then `run`, as lm-eval's CLI does). An
+    unknown option is a usage error naming the closest one."""
+    parser = build_parser()
+    written = {}  # our spelling -> the user's, to answer in theirs
+    normal = []
+    argv = list(argv)
+    for index, token in enumerate(argv):
+        if token == "--":
+            normal += argv[index:]
+            break
+        if OPTION.match(token):  # an option, not a value that starts with dashes
+            flag, sep, value = token.partition("=")
+            ours = "--" + flag[2:].replace("_", "-")
+            written[ours] = flag
+            token = ours + sep + value
+        elif token == "-v" and index + 1 < len(argv) and argv[index + 1].upper() in LEVELS:
+            token = "--verbosity"  # lm-eval's -v takes a level
+        normal.append(token)
+    start = 0
+    while start < len(normal) and normal[start].partition("=")[0] in GLOBAL_OPTIONS:
+        start += 2 if normal[start] == "--verbosity" else 1
+    first = normal[start] if start < len(normal) else ""
+    if first.startswith("-") and first not in ("-h", "--help", "--version"):
+        normal.insert(start, "run")
+    args, unknown = parser.parse_known_args(normal)
+    if unknown:
+        flag = unknown[0].partition("=")[0]
+        known = {
+            option[2:]: option
+            for option in args.parser._option_string_actions
+            if option.startswith("--") and option not in ("--help", "--verbose")
+        }
+        close = difflib.get_close_matches(flag[2:], known, n=1, cutoff=0.6)
+        close = [known[name] for name in close]
+        user = written.get(flag, flag)
+        if flag in INSTEAD:
+            hint = f": {INSTEAD[flag]}"
+        elif close:
+            hint = f" (did you mean {_spelled_like(close[0], user)}?)"
+        else:
+            hint = ""
+        args.parser.error(f"unrecognized argument {user}{hint}")
+    return args
+
+
+def _spelled_like(option: str, written: str) -> str:
+    return option.replace("-", "_").replace("__", "--", 1) if "_" in written else option

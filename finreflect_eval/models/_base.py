@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
@@ -139,6 +140,20 @@ class GenerationResult:
         }
 
 
+def hub_commit(model: str, revision: str | None = None) -> str | None:
+    """The commit sha a Hub model id at `revision` (default: main) resolves to, read from the
+    local Hub cache that loading it went through; None for a local folder or an uncached id."""
+    if Path(model).expanduser().exists():
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        path = try_to_load_from_cache(model, "config.json", revision=revision)
+    except ValueError:  # not a repo id
+        return None
+    return Path(path).parent.name if isinstance(path, str) else None
+
+
 def validate_output(text: str, schema: JsonSchema | None) -> tuple[Any, str | None]:
     """Parse `text` as JSON and check it against `schema`: (value, None) or (None, reason)."""
     if schema is None:
@@ -176,6 +191,8 @@ class LM(ABC):
     # The most tokens (prompt and output) the model takes, where the backend knows it: longer
     # requests are refused before anything is generated (see `check_context`).
     context_length: int | None = None
+    # The commit of the Hub repo the weights came from, where the backend resolved one.
+    commit: str | None = None
 
     def __init__(
         self,
@@ -213,6 +230,9 @@ class LM(ABC):
         """The request's prompt in tokens, as the model sees it (backends with a
         `context_length` implement it)."""
         raise NotImplementedError
+
+    def fit_batch_size(self, requests: list[GenerationRequest]) -> None:  # noqa: B027
+        """A hook to choose `batch_size` for these requests before they run (hf's "auto")."""
 
     def check_context(self, requests: Sequence[GenerationRequest]) -> None:
         """The documented rule for inputs longer than the model's context: nothing is truncated;
@@ -256,6 +276,7 @@ class LM(ABC):
         ]
         self.stats["cache_hits"] += sum(result is not None for result in results)
         self.check_context([requests[i] for i in pending])
+        self.fit_batch_size([requests[i] for i in pending])
         with tqdm(
             total=len(pending), desc=desc or f"{self.backend}:{self.model}", disable=not pending
         ) as bar:

@@ -7,10 +7,11 @@ import difflib
 import gc
 import importlib
 import inspect
+import json
 import logging
 import sys
 import typing
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,11 +53,25 @@ def get_backend(name: str) -> type[LM]:
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
-def parse_model_args(text: str | None) -> dict[str, Any]:
-    """`k=v,k2=v2` → dict. Values are Python literals where they parse (`4`, `0.9`, `{...}`);
+def parse_model_args(text: str | Sequence[str] | dict[str, Any] | None) -> dict[str, Any]:
+    """`k=v,k2=v2` → dict; also a JSON object, several such items (lm-eval's `--model_args a=1
+    b=2`), or a dict. Values are Python literals where they parse (`4`, `0.9`, `{...}`);
     `true`/`false`/`none` in any case are booleans and None (as lm-eval users write them)."""
+    if isinstance(text, dict):
+        return dict(text)
+    if not isinstance(text, str):
+        return {key: value for item in text or () for key, value in parse_model_args(item).items()}
+    if text.strip().startswith("{"):
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            message = f"--model-args {text[:40]!r}: not a JSON object ({exc.msg})"
+            raise FinReflectError(message) from None
+        if not isinstance(parsed, dict):
+            raise FinReflectError(f"--model-args {text[:40]!r}: not a JSON object")
+        return parsed
     args: dict[str, Any] = {}
-    for item in filter(None, (part.strip() for part in _split_top_level(text or ""))):
+    for item in filter(None, (part.strip() for part in _split_top_level(text))):
         key, sep, value = (part.strip() for part in item.partition("="))
         if not sep or not key:
             raise FinReflectError(f"--model-args item '{item}' is not key=value")
@@ -89,6 +104,24 @@ def _split_top_level(text: str) -> list[str]:
     return [*parts, text[start:]]
 
 
+# lm-eval's model types: our backend, the model arg naming the model, and the renames of its
+# other model args (None: an arg of lm-eval's own request path, dropped when off).
+_CHAT_COMPLETIONS_ARGS: dict[str, str | None] = {
+    "num_concurrent": "max_concurrency",
+    "max_retries": "http_retries",  # lm-eval's are HTTP retries; ours re-ask invalid outputs
+    "tokenized_requests": None,  # our chat requests are text, never token ids
+    "tokenizer_backend": None,
+}
+LM_EVAL_BACKENDS: dict[str, tuple[str, str, dict[str, str | None]]] = {
+    "hf": ("hf", "pretrained", {}),
+    "hf-auto": ("hf", "pretrained", {}),
+    "huggingface": ("hf", "pretrained", {}),
+    "vllm": ("vllm", "pretrained", {}),
+    "local-chat-completions": ("openai", "model", _CHAT_COMPLETIONS_ARGS),
+    "openai-chat-completions": ("openai", "model", _CHAT_COMPLETIONS_ARGS),
+}
+
+
 @dataclass(frozen=True)
 class ModelSpec:
     """A model to load: backend name, model id/path/alias, and backend arguments."""
@@ -98,14 +131,70 @@ class ModelSpec:
     args: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_cli(cls, model: str, backend: str = "hf", model_args: str | None = None) -> ModelSpec:
-        return cls(model=model, backend=backend, args=parse_model_args(model_args))
+    def from_cli(
+        cls,
+        model: str,
+        backend: str | None = None,
+        model_args: str | Sequence[str] | dict[str, Any] | None = None,
+        **options: Any,
+    ) -> ModelSpec:
+        """The model of a command line, in our form or lm-eval's (one rule, documented in the
+        README): with `--backend`, `--model` is the model. Without it, a `--model` that is a
+        backend name (ours or lm-eval's: hf, vllm, local-chat-completions, ...) names the backend
+        and the model is the model arg `pretrained` (`model` for the chat-completions backends),
+        as in `--model hf --model_args pretrained=ORG/NAME`; any other `--model` is the model, on
+        the hf backend. `ORG/NAME@REV` pins a revision. `options` are the lm-eval flags that
+        become model args (`batch_size`, `device`, `revision`, ...; None: not given)."""
+        args = parse_model_args(model_args)
+        renames: dict[str, str | None] = {}
+        if backend is None and (model in LM_EVAL_BACKENDS or model in BACKENDS):
+            backend, key, renames = LM_EVAL_BACKENDS.get(model, (model, "pretrained", {}))
+            if key not in args:
+                raise FinReflectError(
+                    f"--model {model} names a backend: give the model as --model_args "
+                    f"{key}=ORG/NAME (lm-eval's form), or as --model ORG/NAME --backend {backend}"
+                )
+            model = str(args.pop(key))
+        elif "pretrained" in args:
+            raise FinReflectError(
+                f"model arg pretrained= goes with lm-eval's form --model BACKEND (got --model "
+                f"{model}): use --model hf --model_args pretrained=..., or --model ORG/NAME"
+            )
+        for lm_eval_name, ours in renames.items():
+            if lm_eval_name in args:
+                value = args.pop(lm_eval_name)
+                if ours is not None:
+                    args[ours] = value
+                elif value:
+                    raise FinReflectError(f"model arg {lm_eval_name}={value} is not supported")
+        if backend in (None, "hf") and "parallelize" in args:  # lm-eval: use every GPU
+            options = {**options, "device_map": "auto" if args.pop("parallelize") else None}
+        hub = (backend or "hf") in ("hf", "vllm")  # elsewhere `@` may be part of a name
+        if hub and "@" in model and not Path(model).expanduser().exists():
+            model, revision = model.rsplit("@", 1)
+            _merge(args, "revision", revision)
+        for name, value in options.items():
+            _merge(args, name, value)
+        return cls(model=model, backend=backend or "hf", args=args)
+
+
+def _merge(args: dict[str, Any], name: str, value: Any) -> None:
+    """A model arg given by a flag too (None: not given); two different values are an error."""
+    if value is None:
+        return
+    if name in args and args[name] != value:
+        raise FinReflectError(f"{name} is given twice, as {args[name]!r} and {value!r}: keep one")
+    args[name] = value
 
 
 @contextmanager
-def load_model(spec: ModelSpec, *, cache_path: str | Path | None = None) -> Iterator[LM]:
+def load_model(spec: ModelSpec | LM, *, cache_path: str | Path | None = None) -> Iterator[LM]:
     """Load a model for one stage and free it afterwards, so one GPU can hold the candidate, then
-    each judge in turn."""
+    each judge in turn. A model loaded by the caller (an `LM`) is used as it is (with its own
+    cache) and left to the caller to free."""
+    if isinstance(spec, LM):
+        yield spec
+        return
     backend = get_backend(spec.backend)
     _check_args(backend, spec)
     cache = ResponseCache(cache_path) if cache_path is not None else None
@@ -127,11 +216,12 @@ def load_model(spec: ModelSpec, *, cache_path: str | Path | None = None) -> Iter
             torch.cuda.empty_cache()
 
 
-def check_spec(spec: ModelSpec) -> None:
+def check_spec(spec: ModelSpec | LM) -> None:
     """A one-line error for an unknown backend, or a model arg it does not take or of the wrong
     type: checked before any model loads (a judge's mistake must not surface after hours of
-    extraction)."""
-    _check_args(get_backend(spec.backend), spec)
+    extraction). A loaded model has nothing left to check."""
+    if not isinstance(spec, LM):
+        _check_args(get_backend(spec.backend), spec)
 
 
 def _check_args(backend: type[LM], spec: ModelSpec) -> None:

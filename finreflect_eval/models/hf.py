@@ -21,6 +21,7 @@ from finreflect_eval.models._base import (
     GenerationRequest,
     JsonSchema,
     closed_schema,
+    hub_commit,
 )
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
@@ -35,6 +36,7 @@ WHITESPACE = r"[ ]?"
 
 
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+DTYPE_ALIASES = {"float": "float32", "half": "float16"}  # torch's names, as lm-eval users write
 
 
 class HFModel(LM):
@@ -45,6 +47,12 @@ class HFModel(LM):
             implied when `model` is a path to a `.gguf` file or an embedded alias. Converted once
             to a cached safetensors folder, so later loads skip the slow dequantisation.
         dtype: torch dtype name or "auto" (float32 on CPU, the checkpoint's dtype on GPU).
+        batch_size: requests per generate call, or "auto": the largest batch whose forward pass
+            over the longest prompt plus max_tokens fits in memory, found as lm-eval does
+            (accelerate's `find_executable_batch_size` from `max_batch_size` down), again when
+            longer requests come.
+        max_batch_size: where "auto" starts (lm-eval's default, 64).
+        device: where the model runs (lm-eval's `--device`: cuda, cuda:0, cpu, mps).
         device_map: accelerate device map; default "auto" when CUDA is present, else CPU.
         trust_remote_code: run code from the model repo (off unless asked).
         structured_backend: outlines backend compiling the JSON schema into a logits processor.
@@ -58,17 +66,29 @@ class HFModel(LM):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int = 8,
+        batch_size: int | Literal["auto"] = 8,
+        max_batch_size: int = 64,
         max_retries: int = 2,
         gguf_file: str | None = None,
         dtype: str = "auto",
+        device: str | None = None,
         device_map: str | None = None,
         trust_remote_code: bool = False,
         structured_backend: StructuredBackend = "llguidance",
     ) -> None:
+        self.auto_batch = batch_size == "auto"
         super().__init__(
-            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+            model,
+            revision=revision,
+            cache=cache,
+            batch_size=max_batch_size if self.auto_batch else batch_size,
+            max_retries=max_retries,
         )
+        self.max_batch_size = max_batch_size
+        self._fitted_length = 0  # the request length the automatic batch size was found for
+        if device and device_map:
+            raise FinReflectError(f"give device ({device}) or device_map ({device_map}), not both")
+        dtype = DTYPE_ALIASES.get(dtype, dtype)
         if dtype not in DTYPES:
             raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
         try:
@@ -84,13 +104,14 @@ class HFModel(LM):
         self.trust_remote_code = trust_remote_code
         source = self._checkpoint(model, gguf_file)
         cuda = torch.cuda.is_available()
-        self.dtype = dtype if dtype != "auto" or cuda else "float32"
+        on_gpu = cuda and (device or device_map) != "cpu"
+        self.dtype = dtype if dtype != "auto" or on_gpu else "float32"
         try:
             self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(
                 source,
                 revision=revision,
                 dtype=self.dtype,
-                device_map=device_map or ("auto" if cuda else None),
+                device_map=device_map or device or ("auto" if cuda else None),
                 trust_remote_code=trust_remote_code,
             )
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(
@@ -100,6 +121,7 @@ class HFModel(LM):
         except (OSError, ValueError, RuntimeError, AssertionError) as exc:
             raise FinReflectError(f"cannot load model '{model}': {first_line(exc)}") from exc
         self.hf_model.eval()
+        self.commit = hub_commit(source, revision)
         if self.tokenizer.pad_token is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
@@ -285,6 +307,38 @@ class HFModel(LM):
             )
             for model_input, text in zip(inputs, texts, strict=True)
         ]
+
+    def fit_batch_size(self, requests: list[GenerationRequest]) -> None:
+        if not self.auto_batch or not requests:
+            return
+        longest = max(self.prompt_length(r) + r.max_tokens for r in requests)
+        if longest > self._fitted_length:
+            self.batch_size = self._largest_batch(longest)
+            self._fitted_length = longest
+            logger.info("batch size %d for requests up to %d tokens", self.batch_size, longest)
+
+    def _largest_batch(self, length: int) -> int:
+        import torch
+        from accelerate.utils import find_executable_batch_size
+
+        @find_executable_batch_size(starting_batch_size=self.max_batch_size)
+        def forward(batch_size: int) -> int:
+            tokens = torch.ones((batch_size, length), dtype=torch.long, device=self.hf_model.device)
+            with torch.inference_mode():
+                self.hf_model(tokens)
+            return batch_size
+
+        try:
+            return forward()
+        except RuntimeError as exc:
+            if "reached zero" not in str(exc):
+                raise
+            raise FinReflectError(
+                f"no batch of requests of {length} tokens fits in memory for {self.model}"
+            ) from None
+        finally:
+            if torch.cuda.is_available():
+                torch.cuda.empty_cache()
 
     def prompt_length(self, request: GenerationRequest) -> int:
         format_input = self.outlines_model.type_adapter.format_input

@@ -31,8 +31,9 @@ class OpenAIModel(LM):
     """A model behind an OpenAI-compatible chat-completions endpoint.
 
     Args (besides those of `LM`):
-        base_url: the API root ending in `/v1`; default `$OPENAI_BASE_URL`, else a local vLLM
-            server (`http://localhost:8000/v1`). Part of the cache identity.
+        base_url: the API root ending in `/v1` (or lm-eval's `.../v1/chat/completions`); default
+            `$OPENAI_BASE_URL`, else a local vLLM server (`http://localhost:8000/v1`). Part of the
+            cache identity.
         api_key_env: name of the environment variable holding the API key, sent as a bearer
             token when set. The key itself is never stored in the identity or logged.
         max_concurrency: requests in flight at once to this `base_url`, shared by every model
@@ -82,9 +83,9 @@ class OpenAIModel(LM):
             raise FinReflectError(
                 "the openai backend needs httpx: pip install 'finreflect-eval[api]'"
             ) from None
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL).rstrip(
-            "/"
-        )
+        root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+        # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).
+        self.base_url = root.rstrip("/").removesuffix("/chat/completions")
         if not self.base_url.startswith(("http://", "https://")):
             raise FinReflectError(f"base_url '{self.base_url}' must start with http:// or https://")
         try:

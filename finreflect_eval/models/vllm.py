@@ -11,7 +11,14 @@ import logging
 from typing import Any, Literal, get_args
 
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.models._base import LM, Completion, GenerationRequest, Message, closed_schema
+from finreflect_eval.models._base import (
+    LM,
+    Completion,
+    GenerationRequest,
+    Message,
+    closed_schema,
+    hub_commit,
+)
 from finreflect_eval.models._cache import ResponseCache
 
 logger = logging.getLogger(__name__)
@@ -80,10 +87,12 @@ class VLLMModel(LM):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int = 256,  # vLLM schedules a batch itself; a large one keeps the GPU busy
+        # vLLM schedules a batch itself; a large one keeps the GPU busy ("auto", as lm-eval says).
+        batch_size: int | Literal["auto"] = "auto",
         max_retries: int = 2,
         tensor_parallel_size: int = 1,
         pipeline_parallel_size: int = 1,
+        data_parallel_size: int = 1,
         gpu_memory_utilization: float = 0.9,
         max_model_len: int | None = None,
         enable_prefix_caching: bool = True,
@@ -95,8 +104,17 @@ class VLLMModel(LM):
         chat: bool | None = None,
     ) -> None:
         super().__init__(
-            model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
+            model,
+            revision=revision,
+            cache=cache,
+            batch_size=256 if batch_size == "auto" else batch_size,
+            max_retries=max_retries,
         )
+        if data_parallel_size != 1:  # lm-eval's flag; vLLM's offline engine is one replica
+            raise FinReflectError(
+                f"data_parallel_size={data_parallel_size}: run one shard per replica instead "
+                "(--shard I/N on each GPU, then judge and score the shards' folders together)"
+            )
         structured_outputs = structured_outputs_config(structured_backend)
         try:
             import vllm
@@ -128,6 +146,7 @@ class VLLMModel(LM):
         if chat is None:
             chat = getattr(self.llm.get_tokenizer(), "chat_template", None) is not None
         self.chat = chat
+        self.commit = hub_commit(model, revision)
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_length = getattr(model_config, "max_model_len", None)
         if enable_thinking is not None and not chat:

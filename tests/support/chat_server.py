@@ -78,7 +78,7 @@ class ScriptedServer(ThreadingHTTPServer):
         server = cls()
         if script is not None:
             server.script = script
-        return _serving(server)
+        return serving(server)
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -140,7 +140,7 @@ def closed_port() -> str:
 
 
 @contextlib.contextmanager
-def _serving(server: ThreadingHTTPServer) -> Iterator:
+def serving(server: ThreadingHTTPServer) -> Iterator:
     # A short poll interval keeps shutdown (and so every test) fast.
     threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     try:
@@ -178,7 +178,7 @@ class RecordingProxy(ThreadingHTTPServer):
 
     @classmethod
     def running(cls, upstream: str) -> contextlib.AbstractContextManager:
-        return _serving(cls(upstream))
+        return serving(cls(upstream))
 
 
 class _Forward(BaseHTTPRequestHandler):

@@ -1,0 +1,190 @@
+"""The Python API (`simple_evaluate`, `evaluate_run`) and lm-eval's `--hf_hub_log_args` push,
+against the command line's own results."""
+
+import json
+from pathlib import Path
+
+import datasets
+from support import scripted_judges
+from support.hub_server import hub_server
+from support.runs import TRIPLES, panel_file, run_args
+
+import finreflect_eval
+from finreflect_eval.hub_log import HubLogArgs, dataset_card
+from finreflect_eval.judging import Panel
+from finreflect_eval.models.scripted import ScriptedModel
+
+TASK = "finreflect_smoke_single_pass"
+RESPONDERS = ("accepts_all", "rejects_all", "accepts_all")
+SCORES = ("results", "groups", "details", "overall", "agreement", "n-samples", "versions")
+
+
+def cli_results(cli, env, folder: Path, *extra: str, environment: dict | None = None):
+    panel = panel_file(folder, *RESPONDERS)
+    result = cli(*run_args(folder, panel, TASK), *extra, env={**env, **(environment or {})})
+    files = sorted((folder / "out" / "candidate").glob("results_*.json"))
+    return result, (json.loads(files[-1].read_text()) if files else None)
+
+
+def loaded_judges():
+    return [ScriptedModel(responses=getattr(scripted_judges, name)) for name in RESPONDERS]
+
+
+def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
+    cli, env, tmp_path, capfd
+):
+    result, expected = cli_results(cli, env, tmp_path / "cli")
+    assert result.returncode == 0, result.stderr
+
+    capfd.readouterr()
+    candidate = ScriptedModel("candidate", responses=[json.dumps(TRIPLES)])
+    results = finreflect_eval.simple_evaluate(
+        model=candidate,
+        tasks=[TASK],
+        judges=loaded_judges(),
+        dataset="sample",
+        limit=3,
+        output_path=tmp_path / "api",
+    )
+    assert capfd.readouterr().out == ""
+    got = results.model_dump(mode="json", by_alias=True)
+    for details in (got["details"][TASK], expected["details"][TASK]):
+        details.pop("seconds")  # wall time
+    for block in SCORES:
+        assert got[block] == expected[block], (block, _diff(got[block], expected[block]))
+    assert got["results"][TASK]["faithfulness,none"] == 100.0  # the majority of 2 accepts
+    assert candidate.requests, "the loaded model itself answered"
+    assert (tmp_path / "api" / "candidate").is_dir()
+
+    # Scoring the saved run again, and judging it again with a named panel, from Python.
+    rescored = finreflect_eval.evaluate_run(tmp_path / "api" / "candidate")
+    assert rescored.model_dump(by_alias=True)["results"] == got["results"]
+    panel = panel_file(tmp_path / "panel", *RESPONDERS)
+    rejudged = finreflect_eval.evaluate_run(tmp_path / "api" / "candidate", judges=panel)
+    assert rejudged.judges.panel == "scripted-test"
+    assert rejudged.model_dump(by_alias=True)["results"] == got["results"]
+    assert capfd.readouterr().out == ""
+
+
+def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
+    responses = str(tmp_path / "candidate.json")
+    Path(responses).write_text(json.dumps([json.dumps(TRIPLES)]))
+    panel = Panel.from_models({"a": ScriptedModel(responses=scripted_judges.accepts_all)})
+    ours = finreflect_eval.simple_evaluate(
+        "candidate",
+        f"responses={responses}",
+        TASK,
+        panel,
+        backend="scripted",
+        dataset="sample",
+        limit=2,
+        output_path=tmp_path / "ours",
+    )
+    lm_eval_form = finreflect_eval.simple_evaluate(
+        model="scripted",
+        model_args={"pretrained": "candidate", "responses": responses},
+        tasks=TASK,
+        judges=panel,
+        dataset="sample",
+        limit=0.1,  # of the sample's 24 spans: 3 (rounded up, as lm-eval)
+        output_path=tmp_path / "theirs",
+        use_cache=False,
+    )
+    assert ours.config.model == lm_eval_form.config.model == "scripted"
+    assert ours.model_name == lm_eval_form.model_name == "candidate"
+    assert ours.n_samples[TASK].effective == 2
+    assert lm_eval_form.n_samples[TASK].effective == 3
+    assert not (tmp_path / "theirs" / "cache.sqlite").exists()
+
+
+HUB_ARGS = (
+    "hub_results_org=acme,details_repo_name=fin-details,push_results_to_hub=True,"
+    "push_samples_to_hub=True,public_repo=True"
+)
+
+
+def test_results_and_samples_pushed_to_the_hub_load_as_configs(cli, env, tmp_path):
+    with hub_server() as hub:
+        environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test", "HF_HUB_OFFLINE": "0"}
+        result, results = cli_results(
+            cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS, environment=environment
+        )
+        assert result.returncode == 0, result.stderr
+        assert f"pushed to {hub.url}/datasets/acme/fin-details" in result.stdout
+        requests = [(r.method, r.path.split("?")[0]) for r in hub.requests]
+        assert ("POST", "/api/repos/create") in requests
+        assert ("POST", "/api/datasets/acme/fin-details/commit/main") in requests
+        writes = [r for r in hub.requests if r.path.startswith(("/api/repos", "/api/datasets"))]
+        assert all(r.headers.get("authorization") == "Bearer hf_test" for r in writes)
+        assert list(hub.repos) == ["acme/fin-details"]
+        assert hub.repos["acme/fin-details"]["private"] is False
+        files = hub.repos["acme/fin-details"]["files"]
+        run = results["run"]
+        local = tmp_path / "out" / "candidate"
+        results_name = f"candidate/results_{run}_scripted-test.json"
+        samples_name = f"candidate/samples_{TASK}_{run}.jsonl"
+        assert set(files) == {"README.md", results_name, samples_name}
+        assert files[results_name] == (local / Path(results_name).name).read_bytes()
+        assert files[samples_name] == (local / Path(samples_name).name).read_bytes()
+        hub.write_repo("acme/fin-details", tmp_path / "repo")
+
+    samples = datasets.load_dataset(str(tmp_path / "repo"), f"candidate__{TASK}", split="latest")
+    assert samples.num_rows == 3
+    assert samples[0]["task"] == TASK and samples[0]["triples"]
+    by_run = datasets.load_dataset(
+        str(tmp_path / "repo"), f"candidate__{TASK}", split=run.replace("-", "_")
+    )
+    assert by_run.num_rows == 3
+    pushed = datasets.load_dataset(str(tmp_path / "repo"), "candidate__results", split="latest")
+    assert pushed[0]["run"] == run
+
+
+def test_a_push_that_fails_keeps_the_results(cli, env, tmp_path):
+    result, results = cli_results(cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS)
+    assert result.returncode == 1
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.startswith("finreflect-eval: error: cannot push to the Hub (")
+    assert "OfflineMode" in last and "the results are kept in" in last
+    assert results is not None and results["results"][TASK]
+
+    with hub_server(fail_with=401) as hub:
+        environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_bad", "HF_HUB_OFFLINE": "0"}
+        args = ("score", "--samples", str(tmp_path / "out" / "candidate"))
+        result = cli(*args, "--hf_hub_log_args", HUB_ARGS, env=environment)
+    assert result.returncode == 1
+    assert (
+        "cannot push to the Hub (HfHubHTTPError: Client error '401 Unauthorized'" in result.stderr
+    )
+
+
+def test_hub_log_args_are_checked_before_any_work(cli, env, tmp_path):
+    result, results = cli_results(cli, env, tmp_path, "--hf_hub_log_args", "push_to_hub=True")
+    assert result.returncode == 1 and results is None
+    assert "--hf_hub_log_args: field 'push_to_hub': Extra inputs are not permitted" in result.stderr
+
+
+def test_the_card_has_a_split_per_run_and_latest_the_newest():
+    files = [
+        "m/samples_t_2026-01-01T00-00-00-aaaa.jsonl",
+        "m/samples_t_2026-02-01T00-00-00-bbbb.jsonl",
+        "m/results_2026-02-01T00-00-00-bbbb_paper.json",
+        "README.md",
+    ]
+    card = dataset_card(files, HubLogArgs(leaderboard_url="https://x"))
+    header = card.split("---")[1]
+    import yaml
+
+    configs = {c["config_name"]: c["data_files"] for c in yaml.safe_load(header)["configs"]}
+    assert configs["m__t"] == [
+        {"split": "2026_01_01T00_00_00_aaaa", "path": files[0]},
+        {"split": "2026_02_01T00_00_00_bbbb", "path": files[1]},
+        {"split": "latest", "path": files[1]},
+    ]
+    assert configs["m__results"][-1] == {"split": "latest", "path": files[2]}
+    assert "Leaderboard: https://x" in card
+
+
+def _diff(a, b, path=""):
+    if isinstance(a, dict) and isinstance(b, dict):
+        return [d for k in set(a) | set(b) for d in _diff(a.get(k), b.get(k), f"{path}/{k}")]
+    return [] if a == b else [(path, a, b)]
