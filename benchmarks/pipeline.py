@@ -1,0 +1,271 @@
+"""Where the pipeline's time goes, as one Markdown table (ratios within one run are what count;
+absolute times depend on the machine):
+
+(a) harness vs model time of a whole `simple_evaluate` run on a tiny random model (the harness:
+    everything but the model's own `_complete`);
+(b) prompt tokens sent vs computed per stage on the hf backend;
+(c) `finreflect-eval score` seconds and peak memory on synthetic judged runs of 100k and 500k
+    triples (3 modes, 3 judges, ~85% of items unanimous);
+(d) grammars compiled per run (distinct output schemas per loaded model).
+
+    python benchmarks/pipeline.py [--triples 100000,500000] [--spans 2] [--skip-run]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from finreflect_eval.tables import markdown_table
+
+JUDGES = ("judge-0", "judge-1", "judge-2")
+PANEL = "synthetic"
+TASKS = (
+    "finreflect_smoke_single_pass",
+    "finreflect_smoke_multi_pass",
+    "finreflect_smoke_reflection",
+)
+TRIPLES_PER_SPAN = 40
+REASONING = "The chunk states this fact directly in its second paragraph; the types fit."
+
+
+# --- (a), (b), (d): a whole run on a tiny random model ---
+
+
+class Meter:
+    """Wraps a loaded hf model: time inside the backend's `_complete`, prompt tokens sent, and
+    tokens the model's forward passes computed in prefill (padding included)."""
+
+    def __init__(self, lm) -> None:
+        self.lm, self.seconds, self.sent, self.computed = lm, 0.0, 0, 0
+        complete, forward = lm._complete, lm.hf_model.forward
+
+        def timed(requests):
+            started = time.perf_counter()
+            try:
+                completions = complete(requests)
+            finally:
+                self.seconds += time.perf_counter() - started
+            self.sent += sum(c.prompt_tokens for c in completions)
+            return completions
+
+        def counted(*args, **kwargs):
+            ids = kwargs.get("input_ids", args[0] if args else None)
+            if ids is not None and ids.shape[1] > 1:  # a prefill, not one decoding step
+                self.computed += ids.numel()
+            return forward(*args, **kwargs)
+
+        lm._complete, lm.hf_model.forward = timed, counted
+
+
+def whole_run(folder: Path, spans: int) -> list[list[str]]:
+    """Rows (a), (b), (d): `simple_evaluate` of all three modes with the tiny model as the
+    candidate and as each of three judges."""
+    import finreflect_eval
+    from finreflect_eval.judging import Panel
+    from finreflect_eval.models import ModelSpec, load_model
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from support.tiny_model import build_tiny_llama  # the tests' tiny model
+
+    tiny = build_tiny_llama(folder / "tiny")
+    spec = ModelSpec(str(tiny), "hf", {"batch_size": 8, "max_retries": 0})
+    with load_model(spec) as candidate, load_model(spec) as judge:
+        meters = {"extraction": Meter(candidate), "judging": Meter(judge)}
+        started = time.perf_counter()
+        finreflect_eval.simple_evaluate(
+            candidate,
+            tasks=list(TASKS),
+            judges=Panel.from_models(dict.fromkeys(JUDGES, judge), PANEL),
+            dataset="sample",
+            limit=spans,
+            gen_kwargs={"max_gen_toks": 512},
+            output_path=folder / "out",
+            use_cache=False,
+            max_invalid_share=1.0,
+            allow_failures=True,
+        )
+        wall = time.perf_counter() - started
+        model = sum(meter.seconds for meter in meters.values())
+        rows = [
+            [
+                f"(a) harness vs model time, {spans} spans × 3 modes, 3 judges",
+                f"{wall - model:.1f} s harness / {model:.1f} s model",
+                f"harness {100 * (wall - model) / wall:.0f}% of {wall:.1f} s",
+            ]
+        ]
+        for stage, meter in meters.items():
+            rows.append(
+                [
+                    f"(b) prompt tokens, {stage} (hf)",
+                    f"{meter.computed:,} computed / {meter.sent:,} sent",
+                    f"{meter.computed / max(meter.sent, 1):.2f}",
+                ]
+            )
+        rows.append(
+            [
+                "(d) grammars compiled per run",
+                f"{len(candidate._generators) + len(judge._generators)}",
+                f"extraction {len(candidate._generators)}, judging {len(judge._generators)}",
+            ]
+        )
+    return rows
+
+
+# --- (c) scoring at scale ---
+
+
+def template_run(folder: Path) -> Path:
+    """A real judged run of one span per mode (scripted candidate and judges): the shapes the
+    synthetic records copy."""
+    import finreflect_eval
+    from finreflect_eval.judging import Panel
+    from finreflect_eval.models.scripted import ScriptedModel
+
+    def judge(request):
+        properties = request.schema["properties"]
+        if "verdicts" in properties:
+            item = {"verdict": 1, "reasoning": REASONING, "warning": ""}
+            return json.dumps({"verdicts": [item] * properties["verdicts"]["minItems"]})
+        return json.dumps({"verdict": "good", "reasoning": REASONING, "warning": ""})
+
+    triple = {
+        "subject": "AAPL",
+        "subject_type": "ORG",
+        "relation": "Produces",
+        "object": "iPhone",
+        "object_type": "PRODUCT",
+    }
+    candidate = ScriptedModel("synthetic", responses=[json.dumps({"triples": [triple]})])
+    panel = Panel.from_models({name: ScriptedModel(responses=judge) for name in JUDGES}, PANEL)
+    finreflect_eval.simple_evaluate(
+        candidate,
+        tasks=list(TASKS),
+        judges=panel,
+        dataset="sample",
+        limit=1,
+        output_path=folder,
+        use_cache=False,
+    )
+    return folder / "synthetic"
+
+
+def synthetic_run(folder: Path, n_triples: int, seed: int = 0) -> Path:
+    """A judged run of `n_triples` triples over the three modes (40 per span), with votes that
+    agree on ~85% of items, written as the pipeline writes them (JSONL records, a manifest)."""
+    template = template_run(folder / "template")
+    rng = random.Random(seed)
+    manifest_path = next(template.glob("manifest_*.json"))
+    manifest = json.loads(manifest_path.read_text())
+    spans = max(1, n_triples // (TRIPLES_PER_SPAN * len(TASKS)))
+    target = folder / "run"
+    target.mkdir(parents=True)
+    for task in TASKS:
+        samples = template / manifest["tasks"][task]["samples"]
+        record = json.loads(samples.read_text().splitlines()[0])
+        with (target / samples.name).open("w") as out:
+            for index in range(spans):
+                out.write(json.dumps(synthetic_record(record, index, rng)) + "\n")
+        manifest["tasks"][task]["span_list"]["count"] = spans
+        manifest["tasks"][task]["dataset"]["size"] = spans
+    manifest["dataset"]["size"] = spans
+    (target / manifest_path.name).write_text(json.dumps(manifest))
+    return target
+
+
+def synthetic_record(record: dict, index: int, rng: random.Random) -> dict:
+    triple = record["triples"][0]
+    triples = [
+        {**triple, "object": f"Product {index}-{number}"} for number in range(TRIPLES_PER_SPAN)
+    ]
+    record = {
+        **record,
+        "doc_id": index,
+        "span_id": f"SYN_{index:06d}",
+        "triples": triples,
+        "rule_checks": [record["rule_checks"][0]] * len(triples),
+    }
+    votes, calls = {}, []
+    template_call = record["judge_calls"][PANEL][0]
+    for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
+        per_triple = criterion != "comprehensiveness"
+        levels = (0, 1) if per_triple else ("poor", "partial", "good")
+        by_judge = {judge: [] for judge in JUDGES}
+        for _ in range(len(triples) if per_triple else 1):
+            agreed = rng.choice(levels)
+            for judge in JUDGES:
+                verdict = agreed if rng.random() < 0.95 else rng.choice(levels)  # ~86% unanimous
+                by_judge[judge].append(
+                    {"verdict": verdict, "reasoning": REASONING, "warning": "", "synthetic": False}
+                )
+        votes[criterion] = by_judge
+        for judge in JUDGES:
+            shown = [
+                {k: v[k] for k in ("verdict", "reasoning", "warning")} for v in by_judge[judge]
+            ]
+            text = json.dumps({"verdicts": shown} if per_triple else shown[0])
+            calls.append(
+                {
+                    **template_call,
+                    "step": f"judge:{criterion}",
+                    "model": judge,
+                    "text": text,
+                    "raw_outputs": [text],
+                }
+            )
+    record["votes"] = {PANEL: votes}
+    record["judge_calls"] = {PANEL: calls}
+    return record
+
+
+def score_cost(run: Path) -> tuple[float, float]:
+    """Seconds and peak resident memory (GB) of `finreflect-eval score` on a run folder, run by
+    a fresh parent (whose only child it is, so the peak is the command's own)."""
+    command = [sys.executable, "-m", "finreflect_eval", "score", "--samples", str(run)]
+    measure = (
+        "import resource, subprocess, sys, time; started = time.perf_counter(); "
+        f"done = subprocess.run({command!r}, capture_output=True, text=True); "
+        "print(time.perf_counter() - started, "
+        "resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, done.returncode); "
+        "sys.stderr.write(done.stderr[-2000:])"
+    )
+    result = subprocess.run([sys.executable, "-c", measure], capture_output=True, text=True)
+    seconds, peak_kb, code = result.stdout.split()
+    if code != "0":
+        raise SystemExit(result.stderr)
+    return float(seconds), int(peak_kb) / 1024**2
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--triples", default="100000,500000", help="synthetic run sizes")
+    parser.add_argument("--spans", type=int, default=2, help="spans of the tiny-model run")
+    parser.add_argument("--skip-run", action="store_true", help="only (c)")
+    args = parser.parse_args()
+    rows = []
+    if not args.skip_run:
+        with tempfile.TemporaryDirectory() as scratch:
+            rows += whole_run(Path(scratch), args.spans)
+    for size in (int(n) for n in args.triples.split(",")):
+        with tempfile.TemporaryDirectory() as scratch:
+            run = synthetic_run(Path(scratch), size)
+            megabytes = sum(f.stat().st_size for f in run.glob("*.jsonl")) / 1024**2
+            seconds, peak = score_cost(run)
+            rows.append(
+                [
+                    f"(c) score, {size:,} triples ({megabytes:,.0f} MB of samples)",
+                    f"{seconds:.1f} s",
+                    f"{peak:.2f} GB peak",
+                ]
+            )
+    print(markdown_table(["measure", "value", "detail"], rows))
+
+
+if __name__ == "__main__":
+    main()
