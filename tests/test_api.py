@@ -19,9 +19,11 @@ RESPONDERS = ("accepts_all", "rejects_all", "accepts_all")
 SCORES = ("results", "groups", "details", "overall", "agreement", "n-samples", "versions")
 
 
-def cli_results(cli, env, folder: Path, *extra: str, environment: dict | None = None):
+def cli_results(
+    cli, env, folder: Path, *extra: str, environment: dict | None = None, tasks=(TASK,)
+):
     panel = panel_file(folder, *RESPONDERS)
-    result = cli(*run_args(folder, panel, TASK), *extra, env={**env, **(environment or {})})
+    result = cli(*run_args(folder, panel, *tasks), *extra, env={**env, **(environment or {})})
     files = sorted((folder / "out" / "candidate").glob("results_*.json"))
     return result, (json.loads(files[-1].read_text()) if files else None)
 
@@ -104,10 +106,11 @@ HUB_ARGS = (
 
 
 def test_results_and_samples_pushed_to_the_hub_load_as_configs(cli, env, tmp_path):
+    tasks = (TASK, "finreflect_smoke_reflection")
     with hub_server() as hub:
         environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test", "HF_HUB_OFFLINE": "0"}
         result, results = cli_results(
-            cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS, environment=environment
+            cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS, environment=environment, tasks=tasks
         )
         assert result.returncode == 0, result.stderr
         assert f"pushed to {hub.url}/datasets/acme/fin-details" in result.stdout
@@ -122,19 +125,22 @@ def test_results_and_samples_pushed_to_the_hub_load_as_configs(cli, env, tmp_pat
         run = results["run"]
         local = tmp_path / "out" / "candidate"
         results_name = f"candidate/results_{run}_scripted-test.json"
-        samples_name = f"candidate/samples_{TASK}_{run}.jsonl"
-        assert set(files) == {"README.md", results_name, samples_name}
-        assert files[results_name] == (local / Path(results_name).name).read_bytes()
-        assert files[samples_name] == (local / Path(samples_name).name).read_bytes()
+        samples_names = [f"candidate/samples_{task}_{run}.jsonl" for task in tasks]
+        assert set(files) == {"README.md", results_name, *samples_names}
+        for name in (results_name, *samples_names):
+            assert files[name] == (local / Path(name).name).read_bytes()
         hub.write_repo("acme/fin-details", tmp_path / "repo")
 
-    samples = datasets.load_dataset(str(tmp_path / "repo"), f"candidate__{TASK}", split="latest")
-    assert samples.num_rows == 3
-    assert samples[0]["task"] == TASK and samples[0]["triples"]
-    by_run = datasets.load_dataset(
-        str(tmp_path / "repo"), f"candidate__{TASK}", split=run.replace("-", "_")
-    )
-    assert by_run.num_rows == 3
+    for task in tasks:
+        samples = datasets.load_dataset(
+            str(tmp_path / "repo"), f"candidate__{task}", split="latest"
+        )
+        assert samples.num_rows == 3
+        assert {row["task"] for row in samples} == {task} and samples[0]["triples"]
+        by_run = datasets.load_dataset(
+            str(tmp_path / "repo"), f"candidate__{task}", split=run.replace("-", "_")
+        )
+        assert by_run.num_rows == 3
     pushed = datasets.load_dataset(str(tmp_path / "repo"), "candidate__results", split="latest")
     assert pushed[0]["run"] == run
 
