@@ -41,7 +41,7 @@ from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.sharding import Shard
 from finreflect_eval.store import Run, RunStore, identity, run_id, writing
 from finreflect_eval.tables import markdown_table
-from finreflect_eval.tasks import Task, TaskIndex
+from finreflect_eval.tasks import TASK_OVERRIDES, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
@@ -303,10 +303,6 @@ def _manifest(
 def _span_limit(config: RunConfig, span_list: dict[str, Any]) -> int | None:
     """`--limit` as the count of spans it kept (a fraction is recorded as its count)."""
     return span_list["count"] if isinstance(config.limit, float) else config.limit
-
-
-# The task fields a run may set (lm-eval's flags); the manifest keeps them in each task's config.
-TASK_OVERRIDES = ("num_fewshot", "system_instruction")
 
 
 def with_overrides(task: Task, overrides: dict[str, Any]) -> Task:

@@ -57,6 +57,10 @@ DEFAULT_METRICS = [
 ]
 
 
+# The task fields a run may set (lm-eval's flags); the manifest keeps them in each task's config.
+TASK_OVERRIDES = ("num_fewshot", "system_instruction")
+
+
 class TaskConfig(BaseModel):
     """One extraction task (field names follow lm-eval where the meaning is the same)."""
 

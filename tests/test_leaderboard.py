@@ -178,3 +178,24 @@ def test_malformed_values_are_a_one_line_refusal(runs, tmp_path):
 
     with pytest.raises(FinReflectError, match=r"details.*faithfulness.ci"):
         submit(_forge(runs, tmp_path, text_ci), tmp_path / "board")
+
+
+def test_a_run_with_a_task_changed_by_a_flag_is_refused_naming_it(tmp_path):
+    from support.runs import candidate_file
+
+    from finreflect_eval.evaluator import RunConfig, evaluate
+    from finreflect_eval.judging import load_panel
+    from finreflect_eval.models import ModelSpec
+
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
+    config = RunConfig(
+        model=ModelSpec("acme/kg-7b", "scripted", {"responses": str(candidate_file(tmp_path))}),
+        tasks=[TASK],
+        dataset="sample",
+        output_path=tmp_path / "out",
+        num_fewshot=2,
+    )
+    run, results = evaluate(config, load_panel(panel))
+    assert results.configs[TASK]["num_fewshot"] == 2
+    with pytest.raises(FinReflectError, match="ran with num_fewshot=2, not the task's 1"):
+        submit(run.store.results_path(results.run, results.judges.panel), tmp_path / "board")

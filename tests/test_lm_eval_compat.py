@@ -240,6 +240,7 @@ def test_unknown_flags_get_a_close_name(capsys, command, message):
     ("command", "message"),
     [
         ("run --model hf", "--model hf names a backend"),
+        ("--tasks list", "to list the tasks and groups: finreflect-eval tasks list"),
         ("run --model gpt2 --model_args pretrained=gpt2", "goes with lm-eval's form"),
         ("run --model gpt2@main --revision v2", "revision is given twice"),
         ("run --model gpt2 -a batch_size=4 --batch_size 8", "batch_size is given twice"),

@@ -195,6 +195,11 @@ def _run_config(args: argparse.Namespace):
     from finreflect_eval.models import ModelSpec, parse_model_args
     from finreflect_eval.sharding import Shard
 
+    tasks = [name for item in args.tasks for name in item.split(",") if name]
+    if not tasks:
+        raise FinReflectError("--tasks names no task")
+    if tasks[0] in ("list", "list_groups", "list_tags", "list_subtasks"):  # lm-eval's listings
+        raise FinReflectError("to list the tasks and groups: finreflect-eval tasks list")
     if isinstance(args.apply_chat_template, str):  # lm-eval picks one of a tokenizer's templates
         raise FinReflectError(
             f"--apply_chat_template {args.apply_chat_template}: a named chat template is not "
@@ -213,9 +218,6 @@ def _run_config(args: argparse.Namespace):
     output_path = args.output_path
     if output_path.suffix == ".json":  # lm-eval takes a results file name too
         output_path = output_path.parent
-    tasks = [name for item in args.tasks for name in item.split(",") if name]
-    if not tasks:
-        raise FinReflectError("--tasks names no task")
     config = RunConfig(
         model=model,
         tasks=tasks,

@@ -28,7 +28,7 @@ from finreflect_eval.records import (
 )
 from finreflect_eval.scoring import FailurePolicy, compute_results
 from finreflect_eval.store import load_run, newest
-from finreflect_eval.tasks import TaskIndex
+from finreflect_eval.tasks import TASK_OVERRIDES, TaskIndex
 
 T = TypeVar("T")
 Section = Literal["official", "community", "smoke"]
@@ -233,6 +233,13 @@ def _check_tasks(results: Results) -> None:
             raise FinReflectError(
                 f"task '{task}' version {version} is not the current {known.config.version}"
             )
+        config = results.configs.get(task, {})
+        for field in TASK_OVERRIDES:  # set for the run by a flag (--num_fewshot, ...)
+            if config.get(field) != getattr(known.config, field):
+                raise FinReflectError(
+                    f"task '{task}' ran with {field}={config.get(field)!r}, not the task's "
+                    f"{getattr(known.config, field)!r}: a changed task is not this leaderboard's"
+                )
         if results.task_hashes.get(task) != known.hash:
             raise FinReflectError(
                 f"task '{task}' hash {results.task_hashes.get(task)} differs from this "
