@@ -539,20 +539,21 @@ def read(model: type[M], path: Path) -> M:
 
 
 def read_lines(model: type[M], path: Path) -> list[M]:
-    """A JSONL file, one `model` per line; errors name the file and the line."""
+    """A JSONL file, one `model` per line; errors name the file and the line. Read a line at a
+    time: a run's samples can be gigabytes, and only their records are kept."""
+    records = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        with path.open(encoding="utf-8") as lines:
+            for number, line in enumerate(lines, 1):
+                if not line.strip():
+                    continue
+                try:
+                    data = json.loads(line)
+                except ValueError as exc:
+                    raise FinReflectError(f"{path}, line {number}: not JSON ({exc})") from exc
+                records.append(parse(model, data, f"{path}, line {number}"))
     except OSError as exc:
         raise FinReflectError(f"cannot read {path}: {exc.strerror}") from exc
-    records = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise FinReflectError(f"{path}, line {number}: not JSON ({exc})") from exc
-        records.append(parse(model, data, f"{path}, line {number}"))
     return records
 
 

@@ -63,7 +63,7 @@ def upgrade_run(folder: Path, include_paths: list[Path] | None = None) -> list[P
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     try:
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line]
+        return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
     except (OSError, ValueError) as exc:
         raise FinReflectError(f"cannot read samples {path}: {exc}") from exc
 

@@ -19,6 +19,7 @@ from finreflect_eval.records import (
     ReviewItem,
     SampleRecord,
     Submission,
+    Vote,
     read,
     read_lines,
 )
@@ -156,3 +157,24 @@ def test_lm_evals_make_table_reads_our_results_with_groups(cli, tmp_path, env):
     assert "|finreflect" in groups.replace(" ", "") and "comprehensiveness" in groups
     # n-samples: the dataset split's size, and what --limit left of it
     assert results["n-samples"]["finreflect_single_pass"] == {"original": 24, "effective": 2}
+
+
+def test_unicode_line_separators_in_a_text_stay_inside_their_line(tmp_path):
+    """Filing text may hold U+2028, U+0085 or a form feed, which the JSON writer keeps raw:
+    a JSONL line ends at "\\n" only."""
+    text = "Revenue grew\u2028in 2024\x85and\x0cafter."
+    vote = Vote(verdict=1, reasoning="ok", warning="")
+    item = ReviewItem(
+        task="t",
+        span_id="s",
+        criterion="faithfulness",
+        triple_index=0,
+        triple=None,
+        label=1,
+        reason="split",
+        votes={"j": vote},
+        span_text=text,
+    )
+    path = tmp_path / "review.jsonl"
+    path.write_text(item.model_dump_json() + "\n" + item.model_dump_json() + "\n")
+    assert [read.span_text for read in read_lines(ReviewItem, path)] == [text, text]
