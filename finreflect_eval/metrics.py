@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -80,17 +80,11 @@ def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
 # --- averages and confidence intervals over spans ---
 
 
-def _per_span(scores: Iterable[tuple[str, float]]) -> dict[str, list[float]]:
-    spans: dict[str, list[float]] = {}
-    for span_id, score in scores:
-        spans.setdefault(span_id, []).append(score)
-    return spans
-
-
 def micro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
     """Mean over all items, whatever span they belong to."""
-    values = [v for scores in per_span.values() for v in scores]
-    return float(np.mean(values)) if values else None
+    arrays = [np.asarray(scores, dtype=float) for scores in per_span.values()]
+    values = np.concatenate(arrays) if arrays else np.empty(0)
+    return float(np.mean(values)) if len(values) else None
 
 
 def macro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
@@ -181,18 +175,22 @@ _CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # nominal: distinct c
 
 def krippendorff_alpha(items: Sequence[Item], judges: Sequence[str]) -> dict[str, Any]:
     """Nominal α across judges over the items; `alpha` None with the `reason` when undefined."""
+    codes = np.array(
+        [[_CODES.get(item.votes.get(judge), ABSTAINED) for judge in judges] for item in items],
+        dtype=np.int8,
+    ).reshape(len(items), len(judges))
+    return _alpha(codes, judges)
+
+
+def _alpha(codes: np.ndarray, judges: Sequence[str]) -> dict[str, Any]:
+    """α of a matrix of label codes (items × judges; negative: no vote)."""
     import krippendorff
 
-    result: dict[str, Any] = {"alpha": None, "reason": None, "n_items": len(items)}
+    result: dict[str, Any] = {"alpha": None, "reason": None, "n_items": len(codes)}
     if len(judges) < 2:
         result["reason"] = "fewer than two judges"
         return result
-    data = np.full((len(judges), len(items)), np.nan)
-    for column, item in enumerate(items):
-        for row, judge in enumerate(judges):
-            label = item.votes.get(judge)
-            if label is not None:
-                data[row, column] = _CODES[label]
+    data = np.where(codes >= 0, codes, np.nan).T
     try:
         alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
     except ValueError as exc:  # one value in the domain, or no item with two votes
@@ -221,7 +219,12 @@ class CriterionScores:
     abstentions: int
     per_judge: dict[str, float | None] = field(default_factory=dict)
     agreement: dict[str, Any] = field(default_factory=dict)
-    per_span: dict[str, list[float]] = field(default_factory=dict, repr=False)
+    per_span: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+
+
+ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention
+_LABELS = list(_CODES)  # code -> label
+_CODE_SCORES = np.array([label_score(label) for label in _LABELS])
 
 
 def score_criterion(
@@ -232,39 +235,63 @@ def score_criterion(
     seed: int,
 ) -> CriterionScores:
     """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
-    α. Items labelled by rule count in the score, not in what measures the judges."""
-    outcomes = [aggregate(item.votes) for item in items]
-    scored = zip(items, outcomes, strict=True)
-    per_span = _per_span((item.span_id, o.score) for item, o in scored if o.scored)
-    judged = [(item, o) for item, o in zip(items, outcomes, strict=True) if not item.synthetic]
-    per_judge = {
-        judge: _pct(
-            average(
-                aggregation,
-                _per_span(
-                    (item.span_id, label_score(item.votes[judge]))
-                    for item, _ in judged
-                    if item.votes.get(judge) is not None
-                ),
-            )
-        )
-        for judge in judges
-    }
+    α. Items labelled by rule count in the score, not in what measures the judges.
+
+    Vectorised over items: the same decision rule as `aggregate`, on a matrix of label codes
+    (items × judges). Every label scores 0, 0.5 or 1, so every sum is exact whatever its order:
+    the numbers are those of scoring item by item."""
+    n = len(items)
+    codes = np.full((n, len(judges)), ABSENT, dtype=np.int8)
+    for row, item in enumerate(items):
+        for column, judge in enumerate(judges):
+            if judge in item.votes:
+                label = item.votes[judge]
+                codes[row, column] = ABSTAINED if label is None else _CODES[label]
+    n_votes = np.array([len(item.votes) for item in items], dtype=np.int64)
+    synthetic = np.array([item.synthetic for item in items], dtype=bool)
+    span_ids = [item.span_id for item in items]
+
+    counts = np.stack([(codes == code).sum(axis=1) for code in range(len(_LABELS))], axis=1)
+    n_valid = counts.sum(axis=1)
+    scored = n_valid >= 2
+    split = (counts > 0).sum(axis=1) > 1
+    top = counts.max(axis=1, initial=0)
+    no_majority = scored & (2 * top <= n_valid)
+    unanimous = scored & ~split & (n_valid == n_votes)
+    # A majority label is unique (more than half); without one, the most conservative label.
+    conservative = np.where(counts > 0, _CODE_SCORES, np.inf).min(axis=1, initial=np.inf)
+    outcome = np.where(no_majority, conservative, _CODE_SCORES[counts.argmax(axis=1)])
+
+    per_span = _by_span(span_ids, outcome, scored)
+    judged = ~synthetic
+    per_judge = {}
+    for column, judge in enumerate(judges):
+        voted = judged & (codes[:, column] >= 0)
+        scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
+        per_judge[judge] = _pct(average(aggregation, _by_span(span_ids, scores, voted)))
     ci, stderr = bootstrap(per_span, aggregation, seed=seed)
     return CriterionScores(
         score=_pct(average(aggregation, per_span)),
         ci=ci,
         stderr=stderr,
-        n_items=len(items),
-        n_scored=sum(o.scored for o in outcomes),
-        unanimous=sum(o.unanimous for _, o in judged),
-        split=sum(o.split for _, o in judged),
-        no_majority=sum(o.no_majority for _, o in judged),
-        abstentions=sum(v is None for item, _ in judged for v in item.votes.values()),
+        n_items=n,
+        n_scored=int(scored.sum()),
+        unanimous=int(unanimous[judged].sum()),
+        split=int(split[judged].sum()),
+        no_majority=int(no_majority[judged].sum()),
+        abstentions=int((codes[judged] == ABSTAINED).sum()),
         per_judge=per_judge,
-        agreement=krippendorff_alpha([item for item, _ in judged], judges),
+        agreement=_alpha(codes[judged], judges),
         per_span=per_span,
     )
+
+
+def _by_span(span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray) -> dict:
+    """The kept scores grouped by span, spans in the order they first appear among them."""
+    grouped: dict[str, list[int]] = {}
+    for index in np.flatnonzero(keep):
+        grouped.setdefault(span_ids[index], []).append(index)
+    return {span_id: scores[rows] for span_id, rows in grouped.items()}
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
