@@ -488,6 +488,11 @@ def simple_evaluate(
     works too) or a loaded `LM`, used as it is (with its own cache). `judges`: a panel name or
     file, a `Panel`, loaded `LM`s (a list, or by judge name), or None (the tasks' panel).
     `use_cache`: True (`<output_path>/cache.sqlite`), False, or a cache file."""
+    loading = {"model_args": model_args, "backend": backend, "batch_size": batch_size}
+    loading |= {"max_batch_size": max_batch_size, "device": device, "revision": revision}
+    given = [name for name, value in loading.items() if value is not None]
+    if isinstance(model, LM) and given:
+        raise FinReflectError(f"{given[0]} is for a model given by name, not a loaded one")
     if not isinstance(model, LM):
         model = ModelSpec.from_cli(
             model,

@@ -5,11 +5,13 @@ import json
 from pathlib import Path
 
 import datasets
+import pytest
 from support import scripted_judges
 from support.hub_server import hub_server
 from support.runs import TRIPLES, panel_file, run_args
 
 import finreflect_eval
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.hub_log import HubLogArgs, dataset_card
 from finreflect_eval.judging import Panel
 from finreflect_eval.models.scripted import ScriptedModel
@@ -97,6 +99,8 @@ def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
     assert ours.n_samples[TASK].effective == 2
     assert lm_eval_form.n_samples[TASK].effective == 3
     assert not (tmp_path / "theirs" / "cache.sqlite").exists()
+    with pytest.raises(FinReflectError, match="batch_size is for a model given by name"):
+        finreflect_eval.simple_evaluate(ScriptedModel(), tasks=TASK, judges=panel, batch_size=4)
 
 
 HUB_ARGS = (
