@@ -459,11 +459,10 @@ def choose_panel(judges: str | Path | None, tasks: list[str], include_paths: lis
 Judges = str | Path | judging.Panel | Sequence[LM] | Mapping[str, LM] | None
 
 
-def simple_evaluate(
+def run_config(
     model: str | LM,
-    model_args: str | dict[str, Any] | None = None,
+    model_args: str | Sequence[str] | dict[str, Any] | None = None,
     tasks: str | Sequence[str] = ("finreflect",),
-    judges: Judges = None,
     *,
     backend: str | None = None,
     dataset: str | None = None,
@@ -473,49 +472,73 @@ def simple_evaluate(
     max_batch_size: int | None = None,
     device: str | None = None,
     revision: str | None = None,
+    trust_remote_code: bool | None = None,
     system_instruction: str | None = None,
-    gen_kwargs: str | dict[str, Any] | None = None,
+    fewshot_as_multiturn: bool = False,
+    gen_kwargs: str | Sequence[str] | dict[str, Any] | None = None,
     seed: int | None = None,
     output_path: str | Path = "results",
     use_cache: str | Path | bool = True,
     include_path: Sequence[str | Path] = (),
-    max_invalid_share: float = FailurePolicy.max_invalid_share,
-    allow_failures: bool = False,
-) -> Results:
-    """extract → judge → score, as `finreflect-eval run` does, printing nothing; the results
-    (also written to `output_path`, with the samples). `model`: a name (with `model_args` and
-    `backend`, read by the command line's rule: `model="hf", model_args="pretrained=ORG/NAME"`
-    works too) or a loaded `LM`, used as it is (with its own cache). `judges`: a panel name or
-    file, a `Panel`, loaded `LM`s (a list, or by judge name), or None (the tasks' panel).
-    `use_cache`: True (`<output_path>/cache.sqlite`), False, or a cache file."""
+    shard: Shard | None = None,
+) -> RunConfig:
+    """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
+    `model`: a name (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s rule:
+    `model="hf", model_args="pretrained=ORG/NAME"` works too) or a loaded `LM`, used as it is
+    (with its own cache). `tasks`: names or comma lists. `output_path`: a folder (a `.json`
+    path: its folder, as lm-eval). `use_cache`: True (`<output_path>/cache.sqlite`), False, or
+    a cache file."""
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
+    names = [name for item in names for name in item.split(",") if name]
+    if not names:
+        raise FinReflectError("--tasks names no task")
+    if names[0] in ("list", "list_groups", "list_tags", "list_subtasks"):  # lm-eval's listings
+        raise FinReflectError("to list the tasks and groups: finreflect-eval tasks list")
     loading = {"model_args": model_args, "backend": backend, "batch_size": batch_size}
     loading |= {"max_batch_size": max_batch_size, "device": device, "revision": revision}
-    given = [name for name, value in loading.items() if value is not None]
-    if isinstance(model, LM) and given:
-        raise FinReflectError(f"{given[0]} is for a model given by name, not a loaded one")
-    if not isinstance(model, LM):
-        model = ModelSpec.from_cli(
-            model,
-            backend,
-            model_args,
-            batch_size=batch_size,
-            max_batch_size=max_batch_size,
-            device=device,
-            revision=revision,
-        )
+    loading |= {"trust_remote_code": trust_remote_code}
+    if isinstance(model, LM):
+        given = [name for name, value in loading.items() if value is not None]
+        if given:
+            raise FinReflectError(f"{given[0]} is for a model given by name, not a loaded one")
+    else:
+        del loading["model_args"], loading["backend"]
+        model = ModelSpec.from_cli(model, backend, model_args, **loading)
+    output = Path(output_path)
     config = RunConfig(
         model=model,
-        tasks=[tasks] if isinstance(tasks, str) else list(tasks),
+        tasks=names,
         dataset=dataset,
         limit=limit,
-        output_path=Path(output_path),
+        output_path=output.parent if output.suffix == ".json" else output,
         include_paths=[Path(p) for p in include_path],
         seed=seed,
         gen_kwargs=parse_model_args(gen_kwargs),
+        shard=shard,
         num_fewshot=num_fewshot,
         system_instruction=system_instruction,
+        fewshot_as_multiturn=fewshot_as_multiturn,
     )
     config.cache = _cache_file(use_cache, config.default_cache())
+    return config
+
+
+def simple_evaluate(
+    model: str | LM,
+    model_args: str | dict[str, Any] | None = None,
+    tasks: str | Sequence[str] = ("finreflect",),
+    judges: Judges = None,
+    *,
+    max_invalid_share: float = FailurePolicy.max_invalid_share,
+    allow_failures: bool = False,
+    **options: Any,
+) -> Results:
+    """extract → judge → score, as `finreflect-eval run` does, printing nothing; the results
+    (also written to `output_path`, with the samples). `model`, `model_args`, `tasks` and the
+    `options` (`dataset`, `limit`, `batch_size`, `num_fewshot`, `gen_kwargs`, `output_path`,
+    `use_cache`, ...) are those of `run_config`. `judges`: a panel name or file, a `Panel`,
+    loaded `LM`s (a list, or by judge name), or None (the tasks' panel)."""
+    config = run_config(model, model_args, tasks, **options)
     panel = _panel(judges, config.tasks, config.include_paths)
     policy = FailurePolicy(max_invalid_share=max_invalid_share, allow_failures=allow_failures)
     return evaluate(config, panel, policy)[1]

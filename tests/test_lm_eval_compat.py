@@ -190,6 +190,18 @@ def test_an_lm_eval_command_line_is_the_same_run_as_ours(lm_eval, ours):
     assert theirs[0] == "run"
 
 
+@pytest.mark.parametrize(("lm_eval", "ours"), SAME_RUN, ids=[str(i) for i in range(len(SAME_RUN))])
+def test_lm_evals_own_parser_takes_each_lm_eval_line(lm_eval, ours):
+    """Each line of the table is a real lm-eval command line: lm-eval's own CLI parses it."""
+    harness = pytest.importorskip("lm_eval._cli.harness", reason="needs the [dev] extra")
+    cli = harness.HarnessCLI()
+    argv = shlex.split(lm_eval)[1:]
+    if argv[0] not in cli._subparsers.choices:  # lm-eval inserts `run`, as we do
+        argv.insert(0, "run")
+    args = cli._parser.parse_args(argv)
+    assert args.command == "run" and args.tasks
+
+
 def test_the_table_is_lm_eval_spelling_against_ours():
     assert len(SAME_RUN) >= 25
     for lm_eval, ours in SAME_RUN:

@@ -191,49 +191,36 @@ def audit_judges(args: argparse.Namespace) -> None:
 
 
 def _run_config(args: argparse.Namespace):
-    from finreflect_eval.evaluator import RunConfig
-    from finreflect_eval.models import ModelSpec, parse_model_args
+    from finreflect_eval.evaluator import run_config
     from finreflect_eval.sharding import Shard
 
-    tasks = [name for item in args.tasks for name in item.split(",") if name]
-    if not tasks:
-        raise FinReflectError("--tasks names no task")
-    if tasks[0] in ("list", "list_groups", "list_tags", "list_subtasks"):  # lm-eval's listings
-        raise FinReflectError("to list the tasks and groups: finreflect-eval tasks list")
     if isinstance(args.apply_chat_template, str):  # lm-eval picks one of a tokenizer's templates
         raise FinReflectError(
             f"--apply_chat_template {args.apply_chat_template}: a named chat template is not "
             "supported; a model's own chat template is always applied"
         )
-    model = ModelSpec.from_cli(
+    return run_config(
         args.model,
-        args.backend,
         args.model_args,
+        args.tasks,
+        backend=args.backend,
+        dataset=args.dataset,
+        limit=args.limit,
+        num_fewshot=args.num_fewshot,
         batch_size=args.batch_size,
         max_batch_size=args.max_batch_size,
         device=args.device,
         revision=args.revision,
         trust_remote_code=args.trust_remote_code,
-    )
-    output_path = args.output_path
-    if output_path.suffix == ".json":  # lm-eval takes a results file name too
-        output_path = output_path.parent
-    config = RunConfig(
-        model=model,
-        tasks=tasks,
-        dataset=args.dataset,
-        limit=args.limit,
-        output_path=output_path,
-        include_paths=args.include_path,
-        seed=args.seed,
-        gen_kwargs=parse_model_args(args.gen_kwargs),
-        shard=Shard.parse(args.shard) if args.shard else None,
-        num_fewshot=args.num_fewshot,
         system_instruction=args.system_instruction,
         fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
+        gen_kwargs=args.gen_kwargs,
+        seed=args.seed,
+        output_path=args.output_path,
+        use_cache=False if args.no_cache else (args.cache or True),
+        include_path=args.include_path,
+        shard=Shard.parse(args.shard) if args.shard else None,
     )
-    config.cache = None if args.no_cache else (args.cache or config.default_cache())
-    return config
 
 
 def _hub_log_args(args: argparse.Namespace):

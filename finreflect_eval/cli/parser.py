@@ -406,16 +406,20 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _positive_int(value: str) -> int:
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
-    return number
+    return _at_least(value, 1, "a positive integer")
 
 
 def _count(value: str) -> int:
-    number = int(value)
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return _at_least(value, 0, "0 or more")
+
+
+def _at_least(value: str, least: int, what: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        number = least - 1
+    if number < least:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return number
 
 
