@@ -1,129 +1,131 @@
-"""What constrained decoding costs on the embedded model (Gemma 3 270M, hf backend, CPU or GPU).
+"""What constrained decoding costs per token on the embedded model (Gemma 3 270M, hf backend),
+measured so that the backends can be told apart:
 
-For each structured backend: the time to compile the extraction schema, and decode tokens per
-second against unconstrained greedy decoding on the same prompts; then how throughput scales with
-the batch size. Prints a Markdown table. Ratios within one run are what to compare; absolute
-times depend on the machine.
+- every request decodes exactly --tokens new tokens: the model's `generation_config.min_new_tokens`
+  keeps EOS away, and the schema (at least 32 triples) cannot close sooner, so every backend runs
+  the same number of decoding steps;
+- the cost per token is the marginal one, (t(N) - t(1)) / (N - 1): the prefill and the per-request
+  set-up (a fresh grammar state) cancel out;
+- the backends run interleaved, the order rotated each repetition, and the median is reported.
 
-    python benchmarks/constrained_decoding.py [--spans 3] [--max-tokens 64] [--batch-sizes 1,2,4]
+Prints a Markdown table: compile seconds, ms per generated token, and the ratio to unconstrained
+decoding. Ratios within one run are what to compare; absolute times depend on the machine.
+
+    python benchmarks/constrained_decoding.py [--tokens 256] [--repeats 5] [--batch 4]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import subprocess
-import sys
+import statistics
 import time
+from contextlib import ExitStack
 
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
 from finreflect_eval.schema import load_schema
 from finreflect_eval.tables import markdown_table
 
-BACKENDS = ("outlines_core", "xgrammar", "llguidance")
+# outlines_core compiles this schema for minutes (its automaton grows with the item count): ask
+# for it with --backends.
+BACKENDS = ("llguidance", "xgrammar")
+UNCONSTRAINED = "unconstrained"
 
 
-def extraction_schema() -> dict:
-    """The shape extraction asks for: a bounded list of schema-typed triples."""
-    return load_schema().triple_list_model(8, min_triples=1).model_json_schema()
+def long_schema() -> dict:
+    """The extraction shape with at least 32 triples: far more than --tokens can close."""
+    return load_schema().triple_list_model(64, min_triples=32).model_json_schema()
 
 
-def requests(n: int, schema: dict | None, max_tokens: int) -> list[GenerationRequest]:
+def requests(batch: int, schema: dict | None, max_tokens: int) -> list[GenerationRequest]:
+    """One request per sample span: distinct prompts, so none is answered as a duplicate."""
     return [
         GenerationRequest(
-            prompt=f"Extract knowledge graph triples from this 10-K text as JSON.\n\n{span.text}\n",
+            prompt=f"Extract knowledge graph triples from this 10-K text as JSON.\n\n"
+            f"{span.text[:600]}\n",
             schema=schema,
             max_tokens=max_tokens,
         )
-        for span in load_benchmark("sample", limit=n).spans
+        for span in load_benchmark("sample", limit=batch).spans
     ]
 
 
-def decode_rate(lm, batch: list[GenerationRequest]) -> tuple[float, int]:
-    """Generated tokens per second over a batch (no cache, no retries)."""
-    start = time.perf_counter()
-    results = lm.generate(batch)
-    seconds = time.perf_counter() - start
-    tokens = sum(result.completion_tokens for result in results)
-    return tokens / seconds, tokens
+def seconds_for(lm, schema: dict | None, batch: int, tokens: int) -> tuple[float, int]:
+    """Wall time of one batch decoding exactly `tokens` new tokens per request, and the model's
+    forward passes (a check that every backend ran as many steps: one per new token)."""
+    lm.hf_model.generation_config.min_new_tokens = tokens
+    forward, steps = lm.hf_model.forward, [0]
 
+    def counted(*args, **kwargs):
+        steps[0] += 1
+        return forward(*args, **kwargs)
 
-def measure(model: str, backend: str | None, spans: int, max_tokens: int) -> dict:
-    """Compile time and decode rate of one structured backend (None: unconstrained)."""
-    schema = extraction_schema() if backend else None
-    model_args = {"batch_size": 1, "max_retries": 0}
-    if backend:
-        model_args["structured_backend"] = backend
-    with load_model(ModelSpec(model, "hf", model_args)) as lm:
-        start = time.perf_counter()
-        lm.prepare(schema)
-        compile_seconds = time.perf_counter() - start
-        rate, tokens = decode_rate(lm, requests(spans, schema, max_tokens))
-    return {"compile": compile_seconds, "tokens": tokens, "rate": rate}
-
-
-def measure_in_child(args: argparse.Namespace, backend: str | None) -> dict | None:
-    """Each backend in its own process, so a compile that runs away can be stopped."""
-    command = [sys.executable, __file__, "--model", args.model, "--spans", str(args.spans)]
-    command += ["--max-tokens", str(args.max_tokens), "--one", backend or "none"]
+    lm.hf_model.forward = counted
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=args.timeout)
-    except subprocess.TimeoutExpired:
-        return None
-    if done.returncode != 0:
-        raise SystemExit(f"{backend}: failed\n{done.stderr[-2000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        started = time.perf_counter()
+        lm.generate(requests(batch, schema, tokens))
+        return time.perf_counter() - started, steps[0]
+    finally:
+        lm.hf_model.forward = forward
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="gemma-3-270m")
-    parser.add_argument("--spans", type=int, default=3)
-    parser.add_argument("--max-tokens", type=int, default=64)
-    parser.add_argument("--batch-sizes", default="1,2,4")
-    parser.add_argument("--timeout", type=float, default=600, help="seconds per backend")
-    parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: measure one backend
+    parser.add_argument("--tokens", type=int, default=256, help="new tokens per request")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--batch", type=int, default=4, help="requests per generate call")
+    parser.add_argument("--backends", default=",".join(BACKENDS))
     args = parser.parse_args()
-    if args.one:
-        backend = None if args.one == "none" else args.one
-        print(json.dumps(measure(args.model, backend, args.spans, args.max_tokens)))
-        return
 
-    rows, rates = [], {}
-    for backend in (None, *BACKENDS):
-        result = measure_in_child(args, backend)
-        name = backend or "unconstrained"
-        if result is None:
-            rows.append([name, f"> {args.timeout:.0f} (stopped)", "-", "-"])
-            continue
-        rates[name] = result["rate"]
-        rows.append([name, f"{result['compile']:.2f}", result["tokens"], f"{result['rate']:.2f}"])
-    for row in rows:
-        rate = rates.get(row[0])
-        row.append(f"{rate / rates['unconstrained']:.2f}" if rate else "-")
-    print(f"\n### Decode speed, {args.model}, {args.spans} spans, {args.max_tokens} max tokens\n")
-    print(
-        markdown_table(
-            ["structured backend", "compile s", "tokens", "tokens/s", "× unconstrained"], rows
+    schema = long_schema()
+    names = [UNCONSTRAINED, *args.backends.split(",")]
+    compile_seconds: dict[str, float] = {}
+    with ExitStack() as stack:
+        models = {}
+        for name in names:
+            model_args = {"batch_size": args.batch, "max_retries": 0}
+            if name != UNCONSTRAINED:
+                model_args["structured_backend"] = name
+            models[name] = stack.enter_context(load_model(ModelSpec(args.model, "hf", model_args)))
+            started = time.perf_counter()
+            models[name].prepare(None if name == UNCONSTRAINED else schema)
+            compile_seconds[name] = time.perf_counter() - started
+        per_token: dict[str, list[float]] = {name: [] for name in names}
+        steps: dict[str, set[int]] = {name: set() for name in names}
+        for name in names:  # warm-up: first-call costs are not per-token costs
+            seconds_for(models[name], None if name == UNCONSTRAINED else schema, args.batch, 8)
+        for repeat in range(args.repeats):
+            order = names[repeat % len(names) :] + names[: repeat % len(names)]
+            for name in order:
+                lm, own_schema = models[name], None if name == UNCONSTRAINED else schema
+                first, _ = seconds_for(lm, own_schema, args.batch, 1)
+                whole, forwards = seconds_for(lm, own_schema, args.batch, args.tokens)
+                per_token[name].append(1000 * (whole - first) / ((args.tokens - 1) * args.batch))
+                steps[name].add(forwards)
+            print(f"repeat {repeat + 1}/{args.repeats} done", flush=True)
+
+    baseline = statistics.median(per_token[UNCONSTRAINED])
+    rows = []
+    for name in names:
+        median = statistics.median(per_token[name])
+        spread = f"{min(per_token[name]):.2f}–{max(per_token[name]):.2f}"
+        rows.append(
+            [
+                name,
+                "-" if name == UNCONSTRAINED else f"{compile_seconds[name]:.2f}",
+                "/".join(str(n) for n in sorted(steps[name])),
+                f"{median:.2f}",
+                spread,
+                f"{median / baseline:.3f}",
+            ]
         )
+    print(
+        f"\n### Constrained decoding, {args.model}, batch {args.batch}, {args.tokens} new tokens "
+        f"per request, median of {args.repeats}\n"
     )
-
-    fastest = max((n for n in rates if n != "unconstrained"), key=rates.get)
-    sizes = [int(size) for size in args.batch_sizes.split(",")]
-    scaling = []
-    schema = extraction_schema()
-    with load_model(
-        ModelSpec(args.model, "hf", {"structured_backend": fastest, "max_retries": 0})
-    ) as lm:
-        lm.prepare(schema)
-        batch = requests(max(sizes), schema, args.max_tokens)
-        for size in sizes:
-            lm.batch_size = size
-            rate, tokens = decode_rate(lm, batch)
-            scaling.append([size, tokens, f"{rate:.2f}"])
-    print(f"\n### Batch-size scaling ({fastest}, {max(sizes)} requests)\n")
-    print(markdown_table(["batch size", "tokens", "tokens/s"], scaling))
+    header = ["backend", "compile s", "decoding steps", "ms/token", "range", "× unconstrained"]
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":
