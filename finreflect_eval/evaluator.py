@@ -419,10 +419,11 @@ def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = Non
     policy = policy or FailurePolicy()
     panel = scoring.choose_panel(run.manifest, panel)
     policy.check(run.records, run.folder, panel)
-    results = scoring.compute_results(run.manifest, run.records, panel)
+    votes = scoring.panel_votes(run.records, run.manifest.judging[panel], run.votes.get(panel))
+    results = scoring.compute_results(run.manifest, run.records, panel, votes)
     if policy.allow_failures and policy.problems(run.records, panel):
         results.config.allow_failures = True
-    review = scoring.review_queue(run.manifest, run.records, results.judges.panel)
+    review = scoring.review_queue(run.manifest, run.records, panel, votes)
     run.store.write_results(results, review)
     return results
 

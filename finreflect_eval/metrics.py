@@ -18,6 +18,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -234,51 +235,102 @@ def score_criterion(
     aggregation: Aggregation,
     seed: int,
 ) -> CriterionScores:
-    """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
-    α. Items labelled by rule count in the score, not in what measures the judges.
-
-    Vectorised over items: the same decision rule as `aggregate`, on a matrix of label codes
-    (items × judges). Every label scores 0, 0.5 or 1, so every sum is exact whatever its order:
-    the numbers are those of scoring item by item."""
-    n = len(items)
-    codes = np.full((n, len(judges)), ABSENT, dtype=np.int8)
+    """The panel's score on one criterion's items (see `score_codes`)."""
+    codes = np.full((len(items), len(judges)), ABSENT, dtype=np.int8)
     for row, item in enumerate(items):
         for column, judge in enumerate(judges):
             if judge in item.votes:
-                label = item.votes[judge]
-                codes[row, column] = ABSTAINED if label is None else _CODES[label]
-    n_votes = np.array([len(item.votes) for item in items], dtype=np.int64)
-    synthetic = np.array([item.synthetic for item in items], dtype=bool)
-    span_ids = [item.span_id for item in items]
+                codes[row, column] = vote_code(item.votes[judge])
+    position: dict[str, int] = {}
+    spans = np.array([position.setdefault(item.span_id, len(position)) for item in items])
+    return score_codes(
+        codes,
+        spans.astype(np.int64),
+        list(position),
+        synthetic=np.array([item.synthetic for item in items], dtype=bool),
+        n_votes=np.array([len(item.votes) for item in items], dtype=np.int64),
+        judges=judges,
+        aggregation=aggregation,
+        seed=seed,
+    )
 
-    counts = np.stack([(codes == code).sum(axis=1) for code in range(len(_LABELS))], axis=1)
-    n_valid = counts.sum(axis=1)
-    scored = n_valid >= 2
-    split = (counts > 0).sum(axis=1) > 1
-    top = counts.max(axis=1, initial=0)
-    no_majority = scored & (2 * top <= n_valid)
-    unanimous = scored & ~split & (n_valid == n_votes)
-    # A majority label is unique (more than half); without one, the most conservative label.
-    conservative = np.where(counts > 0, _CODE_SCORES, np.inf).min(axis=1, initial=np.inf)
-    outcome = np.where(no_majority, conservative, _CODE_SCORES[counts.argmax(axis=1)])
 
-    per_span = _by_span(span_ids, outcome, scored)
+def vote_code(label: Label | None) -> int:
+    return ABSTAINED if label is None else _CODES[label]
+
+
+def code_label(code: int) -> Label | None:
+    return _LABELS[code] if code >= 0 else None
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The decision rule of `aggregate`, for every row of a label-code matrix at once."""
+
+    score: np.ndarray  # the label taken, as a score (meaningless where not scored)
+    label: np.ndarray  # its code
+    scored: np.ndarray
+    unanimous: np.ndarray
+    split: np.ndarray
+    no_majority: np.ndarray
+
+    @classmethod
+    def of(cls, codes: np.ndarray, n_votes: np.ndarray) -> Outcomes:
+        counts = np.stack([(codes == code).sum(axis=1) for code in range(len(_LABELS))], axis=1)
+        n_valid = counts.sum(axis=1)
+        scored = n_valid >= 2
+        split = (counts > 0).sum(axis=1) > 1
+        top = counts.max(axis=1, initial=0)
+        no_majority = scored & (2 * top <= n_valid)
+        # A majority label is unique (more than half); without one, the most conservative label.
+        candidates = np.where(counts > 0, _CODE_SCORES, np.inf)
+        label = np.where(no_majority, candidates.argmin(axis=1), counts.argmax(axis=1))
+        return cls(
+            score=_CODE_SCORES[label],
+            label=label,
+            scored=scored,
+            unanimous=scored & ~split & (n_valid == n_votes),
+            split=split,
+            no_majority=no_majority,
+        )
+
+
+def score_codes(
+    codes: np.ndarray,
+    spans: np.ndarray,
+    span_ids: Sequence[str],
+    *,
+    synthetic: np.ndarray,
+    n_votes: np.ndarray,
+    judges: Sequence[str],
+    aggregation: Aggregation,
+    seed: int,
+) -> CriterionScores:
+    """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
+    α: `codes` holds each item's label codes (items × judges; ABSTAINED, ABSENT), `spans` each
+    item's span (an index into `span_ids`). Items labelled by rule (`synthetic`) count in the
+    score, not in what measures the judges.
+
+    Vectorised over items: the same decision rule as `aggregate`. Every label scores 0, 0.5 or
+    1, so every sum is exact whatever its order: the numbers are those of scoring item by item."""
+    outcome = Outcomes.of(codes, n_votes)
+    per_span = _by_span(spans, span_ids, outcome.score, outcome.scored)
     judged = ~synthetic
     per_judge = {}
     for column, judge in enumerate(judges):
         voted = judged & (codes[:, column] >= 0)
         scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
-        per_judge[judge] = _pct(average(aggregation, _by_span(span_ids, scores, voted)))
+        per_judge[judge] = _pct(average(aggregation, _by_span(spans, span_ids, scores, voted)))
     ci, stderr = bootstrap(per_span, aggregation, seed=seed)
     return CriterionScores(
         score=_pct(average(aggregation, per_span)),
         ci=ci,
         stderr=stderr,
-        n_items=n,
-        n_scored=int(scored.sum()),
-        unanimous=int(unanimous[judged].sum()),
-        split=int(split[judged].sum()),
-        no_majority=int(no_majority[judged].sum()),
+        n_items=len(codes),
+        n_scored=int(outcome.scored.sum()),
+        unanimous=int(outcome.unanimous[judged].sum()),
+        split=int(outcome.split[judged].sum()),
+        no_majority=int(outcome.no_majority[judged].sum()),
         abstentions=int((codes[judged] == ABSTAINED).sum()),
         per_judge=per_judge,
         agreement=_alpha(codes[judged], judges),
@@ -286,12 +338,21 @@ def score_criterion(
     )
 
 
-def _by_span(span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray) -> dict:
-    """The kept scores grouped by span, spans in the order they first appear among them."""
-    grouped: dict[str, list[int]] = {}
-    for index in np.flatnonzero(keep):
-        grouped.setdefault(span_ids[index], []).append(index)
-    return {span_id: scores[rows] for span_id, rows in grouped.items()}
+def _by_span(
+    spans: np.ndarray, span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray
+) -> dict[str, np.ndarray]:
+    """The kept scores grouped by span (in row order), spans in the order they first appear
+    among them."""
+    rows = np.flatnonzero(keep)
+    order = np.argsort(spans[rows], kind="stable")
+    grouped = spans[rows][order]
+    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(rows) else rows
+    groups = np.split(scores[rows][order], starts[1:])
+    first_rows = order[starts]  # a span's earliest kept row: stable sort puts it first
+    return {
+        span_ids[grouped[start]]: groups[g]
+        for g, start in sorted(enumerate(starts), key=lambda pair: first_rows[pair[0]])
+    }
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
@@ -310,8 +371,14 @@ def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> d
 # --- extraction-side metrics ---
 
 
+_NOT_WORD = re.compile(r"[^\w$%.]+")
+
+
+@lru_cache(maxsize=1 << 16)  # entity names repeat across a filing's triples
 def _normalise(text: str) -> str:
-    return " ".join(re.sub(r"[^\w$%.]+", " ", text.lower()).split()).strip(" .")
+    """Lower case, every run of other characters than word ones, `$`, `%` and `.` one space,
+    no spaces or dots at either end."""
+    return _NOT_WORD.sub(" ", text.lower()).strip(" .")
 
 
 def _key(triple: Any) -> tuple[str, str, str]:

@@ -8,25 +8,34 @@ item the panel split on, could not score or had no majority for goes to the revi
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from finreflect_eval import metrics
-from finreflect_eval.criteria import CRITERIA, EXTRACTION_METRICS, TRIPLE_CRITERIA, higher_is_better
+from finreflect_eval.criteria import (
+    CRITERIA,
+    CRITERION_NAMES,
+    EXTRACTION_METRICS,
+    TRIPLE_CRITERIA,
+    higher_is_better,
+)
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import (
+    FORMAT_VERSION,
     Agreement,
     CriterionDetail,
     Failures,
     ItemCounts,
     JudgesInfo,
+    Judging,
     Manifest,
     Overall,
     Results,
-    ReviewItem,
     RunSettings,
     SampleCount,
     SampleRecord,
@@ -34,6 +43,7 @@ from finreflect_eval.records import (
     Tokens,
 )
 from finreflect_eval.tables import markdown_table
+from finreflect_eval.votes import VoteTable
 
 DEFAULT_BOOTSTRAP_SEED = 1234
 NOT_AVAILABLE = "N/A"  # lm-eval's stderr for a metric without one
@@ -55,34 +65,47 @@ def choose_panel(manifest: Manifest, panel: str | None) -> str:
     return panel
 
 
-def items_of(records: Iterable[SampleRecord], panel: str, judges: Sequence[str]) -> list[Any]:
-    """Every judged item of the records by the panel, with its judges' votes (only theirs)."""
-    items = []
-    for record in records:
-        for criterion, by_judge in record.votes.get(panel, {}).items():
-            n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
-            for index in range(n_items):
-                cast = {j: by_judge.get(j, [])[index : index + 1] for j in judges}
-                votes = {j: vote[0].verdict if vote else None for j, vote in cast.items()}
-                synthetic = all(vote and vote[0].synthetic for vote in cast.values())
-                items.append(metrics.Item(record.span_id, criterion, index, votes, synthetic))
-    return items
+def panel_votes(
+    records: dict[str, list[SampleRecord]],
+    judging: Judging,
+    votes: dict[str, VoteTable] | None = None,
+) -> dict[str, VoteTable]:
+    """Each task's votes by the panel as a table: those given (read from a score index), the
+    others taken from the records."""
+    votes, judges = votes or {}, [member.name for member in judging.judges]
+    return {
+        task: votes[task] if task in votes else VoteTable.from_records(rows, judging.panel, judges)
+        for task, rows in records.items()
+    }
+
+
+def _span_positions(rows: list[SampleRecord], table: VoteTable) -> np.ndarray:
+    """For each item of the table, the position of its span's record in `rows`."""
+    doc_ids = np.array([record.doc_id for record in rows], dtype=np.int64)
+    sorter = np.argsort(doc_ids, kind="stable")
+    return sorter[np.searchsorted(doc_ids, table.column("doc_id"), sorter=sorter)]
 
 
 def compute_results(
-    manifest: Manifest, records: dict[str, list[SampleRecord]], panel: str | None = None
+    manifest: Manifest,
+    records: dict[str, list[SampleRecord]],
+    panel: str | None = None,
+    votes: dict[str, VoteTable] | None = None,
 ) -> Results:
-    """The results file of a judged run, for one panel."""
+    """The results file of a judged run, for one panel (its votes by task: see `panel_votes`)."""
     panel = choose_panel(manifest, panel)
     judging = manifest.judging[panel]
     judges = [member.name for member in judging.judges]
+    votes = panel_votes(records, judging, votes)
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
     results, details, agreement, metric_names = {}, {}, {}, {}
     parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
     for task, rows in records.items():
         info = manifest.tasks[task]
         wanted = {m.metric: m.aggregation for m in info.metric_list}
-        items = items_of(rows, panel, judges)
+        table = votes[task]
+        item_criteria, spans = table.criteria(), _span_positions(rows, table)
+        span_ids = [record.span_id for record in rows]
         extraction = metrics.extraction_metrics(rows)
         entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(rows)}
         criteria = {}
@@ -92,8 +115,17 @@ def compute_results(
                 entry[f"{name}_stderr,none"] = NOT_AVAILABLE
                 continue
             aggregation = aggregation or CRITERIA[name].aggregation
-            mine = [item for item in items if item.criterion == name]
-            scores = metrics.score_criterion(mine, judges, aggregation=aggregation, seed=seed)
+            mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
+            scores = metrics.score_codes(
+                table.codes(mine),
+                spans[mine],
+                span_ids,
+                synthetic=table.column("synthetic")[mine],
+                n_votes=np.full(len(mine), len(judges)),
+                judges=judges,
+                aggregation=aggregation,
+                seed=seed,
+            )
             entry[f"{name},none"] = scores.score
             entry[f"{name}_stderr,none"] = NOT_AVAILABLE if scores.stderr is None else scores.stderr
             criteria[name] = (aggregation, scores)
@@ -301,42 +333,61 @@ def _unix_time(run: str) -> float:
 
 
 def review_queue(
-    manifest: Manifest, records: dict[str, list[SampleRecord]], panel: str | None = None
-) -> dict[str, list[ReviewItem]]:
+    manifest: Manifest,
+    records: dict[str, list[SampleRecord]],
+    panel: str | None = None,
+    votes: dict[str, VoteTable] | None = None,
+) -> dict[str, list[dict[str, Any]]]:
     """Per task: the items the panel split on, could not score, or had no majority for, with
-    each judge's vote."""
+    each judge's vote (the panel's votes by task: see `panel_votes`); each as `ReviewItem`'s
+    fields, ready to write (there can be hundreds of thousands)."""
     panel = choose_panel(manifest, panel)
-    judges = [member.name for member in manifest.judging[panel].judges]
-    queue: dict[str, list[ReviewItem]] = {}
+    votes = panel_votes(records, manifest.judging[panel], votes)
+    queue: dict[str, list[dict[str, Any]]] = {}
     for task, rows in records.items():
+        table = votes[task]
+        outcome = metrics.Outcomes.of(
+            table.codes(), np.full(table.table.num_rows, len(table.judges))
+        )
+        flags = {
+            "split": outcome.split,
+            "unscored": ~outcome.scored,
+            "no majority": outcome.no_majority,
+        }
+        flagged = np.flatnonzero(np.logical_or.reduce(list(flags.values())))
+        reasons = [
+            ", ".join(name for name, rows_flagged in flags.items() if rows_flagged[row])
+            for row in flagged
+        ]
+        labels = [
+            metrics.code_label(code) if scored else None
+            for code, scored in zip(outcome.label[flagged], outcome.scored[flagged], strict=True)
+        ]
         queue[task] = []
-        for record in rows:
-            for item in items_of([record], panel, judges):
-                outcome = metrics.aggregate(item.votes)
-                flags = (
-                    ("split", outcome.split),
-                    ("unscored", not outcome.scored),
-                    ("no majority", outcome.no_majority),
-                )
-                reasons = [name for name, flagged in flags if flagged]
-                if not reasons:
-                    continue
-                per_triple = item.criterion in TRIPLE_CRITERIA
-                triple = record.triples[item.index].as_tuple() if per_triple else None
-                votes = record.votes[panel][item.criterion]
-                queue[task].append(
-                    ReviewItem(
-                        task=record.task,
-                        span_id=record.span_id,
-                        criterion=item.criterion,
-                        triple_index=item.index if per_triple else None,
-                        triple=list(triple) if triple else None,
-                        label=outcome.label,
-                        reason=", ".join(reasons),
-                        votes={judge: votes[judge][item.index] for judge in judges},
-                        span_text=record.text,
-                    )
-                )
+        for position, criterion, index, label, reason, item_votes in zip(
+            _span_positions(rows, table)[flagged].tolist(),
+            [CRITERION_NAMES[code] for code in table.criteria()[flagged]],
+            table.column("index")[flagged].tolist(),
+            labels,
+            reasons,
+            table.votes(flagged),
+            strict=True,
+        ):
+            record, per_triple = rows[position], criterion in TRIPLE_CRITERIA
+            queue[task].append(
+                {
+                    "format_version": FORMAT_VERSION,
+                    "task": record.task,
+                    "span_id": record.span_id,
+                    "criterion": criterion,
+                    "triple_index": index if per_triple else None,
+                    "triple": list(record.triples[index].as_tuple()) if per_triple else None,
+                    "label": label,
+                    "reason": reason,
+                    "votes": item_votes,
+                    "span_text": record.text,
+                }
+            )
     return queue
 
 

@@ -51,12 +51,12 @@ class Shard:
         return items[self.index :: self.count]
 
 
-def load_runs(paths: list[Path]) -> Run:
+def load_runs(paths: list[Path], *, for_scoring: bool = False) -> Run:
     """One run from a run folder (or manifest), or the merge of several shards' runs, saved
-    into their common parent folder."""
+    into their common parent folder (`for_scoring`: see `RunStore.load`)."""
+    if len(paths) == 1:
+        return load_run(paths[0], for_scoring=for_scoring)
     runs = [load_run(path) for path in paths]
-    if len(runs) == 1:
-        return runs[0]
     merged = merge(runs)
     merged.store.save(merged)
     return merged

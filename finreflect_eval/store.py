@@ -12,25 +12,31 @@ import contextlib
 import csv
 import fcntl
 import io
+import json
 import os
 import secrets
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import (
     Manifest,
     Results,
-    ReviewItem,
     SampleRecord,
     read,
     read_lines,
 )
+from finreflect_eval.votes import FORMAT as VOTES_FORMAT
+from finreflect_eval.votes import VoteTable
 
 LOCK = ".finreflect-eval.lock"
+# What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
+# every save, never needed (without it, scoring reads the samples).
+SCORE_INDEX = ".score-index"
 
 
 @dataclass
@@ -40,6 +46,9 @@ class Run:
     store: RunStore
     manifest: Manifest
     records: dict[str, list[SampleRecord]]
+    votes: dict[str, dict[str, VoteTable]] = field(default_factory=dict)
+    """By panel, by task: the votes of the tasks whose records were read without them (for
+    scoring, from the score index)."""
 
     @property
     def folder(self) -> Path:
@@ -67,6 +76,18 @@ class RunStore:
         """The review queue's stem: `.jsonl` and `.csv` beside each other."""
         return self.folder / f"review_{task}_{run}_{panel}"
 
+    def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
+        """The score index of a task's samples as they are on disk now: the records without
+        what scoring never reads (`SampleRecord.for_scoring`), and each panel's votes as a table
+        (`VoteTable`). Their names carry the samples file's size and time, so that the index of
+        other samples (rewritten, edited, copied) is never read."""
+        samples = self.samples_path(manifest, task)
+        stat = samples.stat()
+        stem = f"{samples.stem}.{stat.st_size}-{stat.st_mtime_ns}.v{VOTES_FORMAT}"
+        folder = self.folder / SCORE_INDEX
+        votes = {panel: folder / f"{stem}.votes.{panel}.arrow" for panel in manifest.judging}
+        return folder / f"{stem}.records.jsonl", votes
+
     # writing
 
     def start(self, manifest: Manifest) -> Run:
@@ -91,37 +112,62 @@ class RunStore:
         write_atomic(self.manifest_path(manifest.run), manifest.model_dump_json(indent=2) + "\n")
 
     def save(self, run: Run) -> None:
-        """Rewrite every samples file and the manifest (after judging), each atomically."""
+        """Rewrite every samples file (with its score index) and the manifest (after judging),
+        each atomically."""
         for task, records in run.records.items():
             text = "".join(record.model_dump_json() + "\n" for record in records)
             write_atomic(self.samples_path(run.manifest, task), text)
+            self._write_score_index(run.manifest, task, records)
         self.write_manifest(run.manifest)
 
-    def write_results(self, results: Results, review: dict[str, list[ReviewItem]]) -> Path:
-        """The results file and each task's review queue (JSONL and CSV)."""
+    def _write_score_index(
+        self, manifest: Manifest, task: str, records: list[SampleRecord]
+    ) -> None:
+        records_path, vote_paths = self.score_index(manifest, task)
+        records_path.parent.mkdir(exist_ok=True)
+        for stale in records_path.parent.glob(f"{self.samples_path(manifest, task).stem}.*"):
+            stale.unlink()  # the index of the samples this save replaced
+        rows = sorted(records, key=lambda r: r.doc_id)  # as `load` reads them
+        for panel, path in vote_paths.items():
+            judges = [member.name for member in manifest.judging[panel].judges]
+            write_atomic(path, VoteTable.from_records(rows, panel, judges).to_bytes())
+        # Last: the records make the index whole (`load` reads none of an index without them).
+        write_atomic(records_path, "".join(r.for_scoring().model_dump_json() + "\n" for r in rows))
+
+    def write_results(self, results: Results, review: dict[str, list[dict[str, Any]]]) -> Path:
+        """The results file and each task's review queue (`ReviewItem`s, as JSONL and CSV)."""
         path = self.results_path(results.run, results.judges.panel)
         write_atomic(path, results.to_json())
+        judges = [member.name for member in results.judges.members]
         for task, items in review.items():
             stem = self.review_path(results.run, task, results.judges.panel)
-            lines = "".join(item.model_dump_json() + "\n" for item in items)
-            write_atomic(stem.with_suffix(".jsonl"), lines)
-            judges = [member.name for member in results.judges.members]
+            write_atomic(stem.with_suffix(".jsonl"), review_jsonl(items))
             write_atomic(stem.with_suffix(".csv"), review_csv(items, judges))
         return path
 
     # reading
 
-    def load(self, run: str | None = None) -> Run:
-        """A run of this folder by id, or its newest one."""
+    def load(self, run: str | None = None, *, for_scoring: bool = False) -> Run:
+        """A run of this folder by id, or its newest one. `for_scoring`: each task whose
+        samples have a whole score index is read from it instead (its records without their
+        votes, and the votes as tables: see `score_index`)."""
         path = self.manifest_path(run) if run else newest(self.folder, "manifest_*.json")
         manifest = read(Manifest, path)
-        records = {}
+        loaded = Run(self, manifest, {})
         for task in manifest.tasks:
             samples = self.samples_path(manifest, task)
             if manifest.status == "extracting":
                 _drop_partial_line(samples)  # the line a killed run was writing
-            records[task] = sorted(read_lines(SampleRecord, samples), key=lambda r: r.doc_id)
-        return Run(self, manifest, records)
+            records_path, vote_paths = self.score_index(manifest, task)
+            whole = records_path.exists() and all(path.exists() for path in vote_paths.values())
+            if for_scoring and whole:
+                loaded.records[task] = read_lines(SampleRecord, records_path)
+                for panel, votes in vote_paths.items():
+                    loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes)
+            else:
+                records = read_lines(SampleRecord, samples)
+                loaded.records[task] = sorted(records, key=lambda r: r.doc_id)
+        return loaded
 
     def unfinished(self, same_run: dict) -> Run | None:
         """The newest unfinished run of this folder whose settings are `same_run` (see
@@ -166,8 +212,8 @@ def writing(folder: Path) -> Iterator[None]:
         lock.truncate(0)
         lock.write(f"pid {os.getpid()}")
         lock.flush()
-        for stale in folder.glob(".*.tmp"):  # a killed writer's; nobody else writes here now
-            stale.unlink(missing_ok=True)
+        for stale in [*folder.glob(".*.tmp"), *(folder / SCORE_INDEX).glob(".*.tmp")]:
+            stale.unlink(missing_ok=True)  # a killed writer's; nobody else writes here now
         _HELD[folder] = 1
         try:
             yield
@@ -190,32 +236,67 @@ def identity(manifest: Manifest) -> dict:
     }
 
 
-def load_run(path: Path) -> Run:
-    """A run from its folder (its newest manifest) or a manifest file."""
+def load_run(path: Path, *, for_scoring: bool = False) -> Run:
+    """A run from its folder (its newest manifest) or a manifest file (see `RunStore.load`)."""
     path = Path(path)
     if path.is_file():
         if not path.name.startswith("manifest_"):
             raise FinReflectError(f"{path} is not a run manifest (manifest_<run>.json)")
-        return RunStore(path.parent).load(path.stem.removeprefix("manifest_"))
-    return RunStore(path).load()
+        run = path.stem.removeprefix("manifest_")
+        return RunStore(path.parent).load(run, for_scoring=for_scoring)
+    return RunStore(path).load(for_scoring=for_scoring)
 
 
-def review_csv(items: list[ReviewItem], judges: list[str]) -> str:
+def review_jsonl(items: list[dict[str, Any]]) -> str:
+    """The review queue as JSONL, as pydantic writes a `ReviewItem`; each span's text (the last
+    field, the same for all of the span's items) is encoded once."""
+    encoded: dict[str, str] = {}
+    lines = []
+    for item in items:
+        head = _json({key: value for key, value in item.items() if key != "span_text"})
+        text = item["span_text"]
+        if text not in encoded:
+            encoded[text] = _json(text)
+        lines.append(f'{head[:-1]},"span_text":{encoded[text]}}}\n')
+    return "".join(lines)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def review_csv(items: list[dict[str, Any]], judges: list[str]) -> str:
     """The review queue as CSV: one row per item, each judge's verdict, reasoning and warning
-    in columns, the span text last; cells a spreadsheet would run as formulas are quoted."""
+    in columns, the span text last (quoted once per span); cells a spreadsheet would run as
+    formulas are quoted."""
     fields = ("verdict", "reasoning", "warning")
     columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
     columns += [f"{judge}_{key}" for judge in judges for key in fields]
+    # The rows without their span text, through one writer (the line ending stays "\r\n": the
+    # csv module quotes a cell holding a character of it); the text is added to each after.
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, [*columns, "span_text"])
-    writer.writeheader()
+    writer = csv.writer(buffer)
+    ends = []
     for item in items:
-        row = item.model_dump(include=set(columns[:7]))
-        row["triple"] = " | ".join(item.triple) if item.triple else ""
-        for judge, vote in item.votes.items():
-            row.update({f"{judge}_{key}": getattr(vote, key) for key in fields})
-        row["span_text"] = item.span_text
-        writer.writerow({key: spreadsheet_safe(value) for key, value in row.items()})
+        row = [item[key] for key in columns[:4]]
+        row += [" | ".join(item["triple"]) if item["triple"] else "", item["label"], item["reason"]]
+        row += [item["votes"][judge][key] for judge in judges for key in fields]
+        writer.writerow([spreadsheet_safe(value) for value in row])
+        ends.append(buffer.tell())
+    rows, texts = buffer.getvalue(), {}
+    lines, start = [_csv_line([*columns, "span_text"])], 0
+    for item, end in zip(items, ends, strict=True):
+        text = item["span_text"]
+        if text not in texts:
+            texts[text] = _csv_line([spreadsheet_safe(text)])[:-2] if text else ""
+        lines.append(f"{rows[start : end - 2]},{texts[text]}\r\n")
+        start = end
+    return "".join(lines)
+
+
+def _csv_line(row: list[Any]) -> str:
+    buffer = io.StringIO()
+    csv.writer(buffer).writerow(row)
     return buffer.getvalue()
 
 
@@ -226,13 +307,17 @@ def spreadsheet_safe(value: object) -> object:
     return value
 
 
-def write_atomic(path: Path, text: str) -> None:
+def write_atomic(path: Path, text: str | bytes) -> None:
     """Write through a temporary file of this writer's own and a rename: a killed write leaves
     the old file whole, and concurrent writers never touch each other's temporary file."""
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(handle, "w", encoding="utf-8") as file:
-            file.write(text)
+        if isinstance(text, bytes):
+            with os.fdopen(handle, "wb") as file:
+                file.write(text)
+        else:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                file.write(text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

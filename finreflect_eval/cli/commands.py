@@ -106,7 +106,7 @@ def score(args: argparse.Namespace) -> None:
     from finreflect_eval.sharding import load_runs
 
     hub_args = _hub_log_args(args)
-    run = load_runs(args.samples)
+    run = load_runs(args.samples, for_scoring=True)
     with evaluator.writing(run.folder):
         results = evaluator.score(run, args.judges, policy=_policy(args))
     print(results_table(results))

@@ -1,0 +1,113 @@
+"""One panel's votes on one task as columns: what scoring reads.
+
+In the samples, every vote sits inside its span's record, beside the judges' raw outputs: at the
+benchmark's size (half a million triples) that is gigabytes of JSON, too slow to parse for every
+`score`. The same votes as an Arrow table are read in a moment. One row per item (a triple on a
+criterion, or a span on comprehensiveness), in the records' order, then the criteria's as judged,
+then the triples'; per judge its vote: a label code (`metrics.vote_code`), the reasoning, the
+warning, and whether a rule gave it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from finreflect_eval import metrics
+from finreflect_eval.criteria import CRITERION_NAMES
+from finreflect_eval.records import SampleRecord, Vote
+
+FORMAT = "1"  # of the table file: bump when its columns change
+
+
+@dataclass
+class VoteTable:
+    """The items of one task judged by one panel (see the module's docstring)."""
+
+    table: pa.Table
+    judges: list[str]
+
+    @classmethod
+    def from_records(
+        cls, records: Sequence[SampleRecord], panel: str, judges: Sequence[str]
+    ) -> VoteTable:
+        columns: dict[str, list] = {"doc_id": [], "criterion": [], "index": [], "synthetic": []}
+        for judge in judges:
+            for field in ("code", "reasoning", "warning", "synthetic"):
+                columns[f"{field}:{judge}"] = []
+        for record in records:
+            for criterion, by_judge in record.votes.get(panel, {}).items():
+                n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
+                for index in range(n_items):
+                    cast = [_vote_at(by_judge.get(judge, []), index) for judge in judges]
+                    columns["doc_id"].append(record.doc_id)
+                    columns["criterion"].append(CRITERION_NAMES.index(criterion))
+                    columns["index"].append(index)
+                    columns["synthetic"].append(all(v is not None and v.synthetic for v in cast))
+                    for judge, vote in zip(judges, cast, strict=True):
+                        columns[f"code:{judge}"].append(metrics.vote_code(vote and vote.verdict))
+                        columns[f"reasoning:{judge}"].append(vote.reasoning if vote else "")
+                        columns[f"warning:{judge}"].append(vote.warning if vote else "")
+                        columns[f"synthetic:{judge}"].append(bool(vote and vote.synthetic))
+        types = {"doc_id": pa.int64(), "criterion": pa.int8(), "index": pa.int32()}
+        types |= {name: pa.int8() for name in columns if name.startswith("code:")}
+        arrays = {name: pa.array(values, types.get(name)) for name, values in columns.items()}
+        return cls(pa.table(arrays), list(judges))
+
+    @classmethod
+    def read(cls, path: Path) -> VoteTable:
+        with pa.memory_map(str(path)) as source:
+            table = pa.ipc.open_file(source).read_all()
+        judges = [name.removeprefix("code:") for name in table.column_names if name[:5] == "code:"]
+        return cls(table, judges)
+
+    def to_bytes(self) -> bytes:
+        """The table as an Arrow IPC file."""
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, self.table.schema) as out:
+            out.write_table(self.table)
+        return sink.getvalue().to_pybytes()
+
+    # columns as numpy
+
+    def column(self, name: str) -> np.ndarray:
+        return self.table.column(name).to_numpy()
+
+    def codes(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """Label codes, items × judges."""
+        columns = [self.column(f"code:{judge}") for judge in self.judges]
+        codes = np.stack(columns, axis=1) if columns else np.empty((self.table.num_rows, 0))
+        return codes.astype(np.int8) if rows is None else codes[rows].astype(np.int8)
+
+    def criteria(self) -> np.ndarray:
+        return self.column("criterion")
+
+    def votes(self, rows: np.ndarray) -> list[dict[str, dict[str, Any]]]:
+        """Every judge's vote on the given items, as `Vote`'s fields (for the review queue)."""
+        taken, codes = self.table.take(rows), self.codes(rows)
+        fields = {
+            judge: {
+                "verdict": [metrics.code_label(code) for code in codes[:, column]],
+                **{
+                    key: taken.column(f"{key}:{judge}").to_pylist()
+                    for key in ("reasoning", "warning", "synthetic")
+                },
+            }
+            for column, judge in enumerate(self.judges)
+        }
+        return [
+            {
+                judge: {key: values[row] for key, values in by_key.items()}
+                for judge, by_key in fields.items()
+            }
+            for row in range(len(rows))
+        ]
+
+
+def _vote_at(votes: list[Vote], index: int) -> Vote | None:
+    return votes[index] if index < len(votes) else None

@@ -1,0 +1,133 @@
+"""The score index (what `score` reads instead of gigabytes of samples) and the review queue's
+bulk writers: the same files, byte for byte, as the records and pydantic give."""
+
+import csv
+import io
+import json
+import os
+import re
+
+from support.runs import panel_file, scripted_run
+
+from finreflect_eval.metrics import _normalise
+from finreflect_eval.records import ReviewItem
+from finreflect_eval.store import SCORE_INDEX, RunStore, review_csv, review_jsonl, spreadsheet_safe
+from finreflect_eval.votes import VoteTable
+
+TASKS = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
+
+
+def outputs(folder):
+    return {
+        p.name: p.read_bytes()
+        for p in folder.glob("*")
+        if p.name.startswith(("results_", "review_"))
+    }
+
+
+def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, tmp_path):
+    panel = panel_file(tmp_path, "gold_labels", "accepts_all", "broken")
+    results = scripted_run(tmp_path, "acme/kg-7b", 3, panel, TASKS)
+    folder = results.parent
+    written = outputs(folder)
+    run = RunStore(folder).load()
+    indexed = sorted(
+        p.name.split(".", 1)[1].split(".v1.")[1] for p in (folder / SCORE_INDEX).iterdir()
+    )
+    assert indexed == sorted(["records.jsonl", "votes.scripted-test.arrow"] * len(TASKS))
+    table = VoteTable.read(next((folder / SCORE_INDEX).glob("*single_pass*.arrow")))
+    rebuilt = VoteTable.from_records(run.records[TASKS[0]], "scripted-test", table.judges)
+    assert table.table.equals(rebuilt.table)
+
+    # Samples scrambled in place (same size and time): `score` does not read them.
+    samples = RunStore(folder).samples_path(run.manifest, TASKS[0])
+    stat, original = samples.stat(), samples.read_bytes()
+    samples.write_bytes(re.sub(rb'"verdict":1', b'"verdict":0', original))
+    os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    for path in folder.glob("results_*"):
+        path.unlink()
+    scored = cli("score", "--samples", str(folder))
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    assert outputs(folder) == written
+
+    # Samples changed (a new time): their index is not theirs any more; `score` reads them.
+    os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
+    scored = cli("score", "--samples", str(folder))
+    assert scored.returncode == 0, scored.stderr[-2000:]
+    changed = json.loads(next(folder.glob("results_*")).read_text())
+    before = json.loads(written[results.name])
+    task = TASKS[0]
+    assert changed["results"][task] != before["results"][task]
+    assert changed["results"][TASKS[1]] == before["results"][TASKS[1]]
+
+
+HOSTILE = [
+    'Apple Inc. ⁠— “quoted”, "escaped"\\ and a tab\there',
+    "line\nbreak\r\nand\u2028separator\u0085next\x00nul\x1f",
+    '=HYPERLINK("http://x")',
+    "+1, -1, @SUM, \tleading tab",
+    "",
+    "emoji 🚀 and ünïcödé, Σ",
+]
+
+
+def review_rows():
+    rows = []
+    for number, text in enumerate(HOSTILE):
+        vote = {
+            "verdict": number % 2,
+            "reasoning": HOSTILE[-1 - number],
+            "warning": text,
+            "synthetic": False,
+        }
+        rows.append(
+            {
+                "format_version": 2,
+                "task": "finreflect_smoke_single_pass",
+                "span_id": f"S{number}",
+                "criterion": "faithfulness" if number % 3 else "comprehensiveness",
+                "triple_index": number if number % 3 else None,
+                "triple": [text, "ORG", "Produces", HOSTILE[0], "PRODUCT"] if number % 3 else None,
+                "label": None if number == 4 else number % 2,
+                "reason": "split, no majority",
+                "votes": {"judge-0": vote, "judge,1": {**vote, "verdict": None}},
+                "span_text": HOSTILE[number // 2],
+            }
+        )
+    return rows
+
+
+def test_review_jsonl_is_what_pydantic_writes():
+    rows = review_rows()
+    expected = "".join(ReviewItem.model_validate(row).model_dump_json() + "\n" for row in rows)
+    assert review_jsonl(rows) == expected
+    assert [ReviewItem.model_validate_json(line) for line in expected.split("\n")[:-1]]
+
+
+def test_review_csv_is_what_the_csv_module_writes_row_by_row():
+    rows, judges = review_rows(), ["judge-0", "judge,1"]
+    fields = ("verdict", "reasoning", "warning")
+    columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
+    columns += [f"{judge}_{key}" for judge in judges for key in fields]
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, [*columns, "span_text"])
+    writer.writeheader()
+    for row in rows:
+        cells = {key: row[key] for key in columns[:7]}
+        cells["triple"] = " | ".join(row["triple"]) if row["triple"] else ""
+        for judge in judges:
+            cells |= {f"{judge}_{key}": row["votes"][judge][key] for key in fields}
+        cells["span_text"] = row["span_text"]
+        writer.writerow({key: spreadsheet_safe(value) for key, value in cells.items()})
+    assert review_csv(rows, judges) == buffer.getvalue()
+    assert review_csv([], judges) == buffer.getvalue().split("\r\n", 1)[0] + "\r\n"
+    parsed = list(csv.DictReader(io.StringIO(review_csv(rows, judges), newline="")))
+    assert [row["span_text"] for row in parsed] == [spreadsheet_safe(r["span_text"]) for r in rows]
+
+
+def test_entity_normalisation_keeps_its_definition():
+    def by_definition(text):
+        return " ".join(re.sub(r"[^\w$%.]+", " ", text.lower()).split()).strip(" .")
+
+    for text in [*HOSTILE, " . a .", "..x..", "U.S. $1.2 billion (10%)", "  ", "Ünïcode\u3000Co."]:
+        assert _normalise(text) == by_definition(text)
