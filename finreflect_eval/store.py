@@ -158,16 +158,28 @@ class RunStore:
             samples = self.samples_path(manifest, task)
             if manifest.status == "extracting":
                 _drop_partial_line(samples)  # the line a killed run was writing
-            records_path, vote_paths = self.score_index(manifest, task)
-            whole = records_path.exists() and all(path.exists() for path in vote_paths.values())
-            if for_scoring and whole:
+            index = self._whole_score_index(manifest, task) if for_scoring else None
+            if index is not None:
+                records_path, vote_paths = index
                 loaded.records[task] = read_lines(SampleRecord, records_path)
                 for panel, votes in vote_paths.items():
-                    loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes)
+                    judges = [member.name for member in manifest.judging[panel].judges]
+                    loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes, judges)
             else:
                 records = read_lines(SampleRecord, samples)
                 loaded.records[task] = sorted(records, key=lambda r: r.doc_id)
         return loaded
+
+    def _whole_score_index(
+        self, manifest: Manifest, task: str
+    ) -> tuple[Path, dict[str, Path]] | None:
+        """The score index of the task's samples, if they have a whole one."""
+        try:
+            records_path, vote_paths = self.score_index(manifest, task)
+        except OSError:  # no samples: reading them says so
+            return None
+        whole = records_path.exists() and all(path.exists() for path in vote_paths.values())
+        return (records_path, vote_paths) if whole else None
 
     def unfinished(self, same_run: dict) -> Run | None:
         """The newest unfinished run of this folder whose settings are `same_run` (see

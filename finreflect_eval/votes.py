@@ -20,9 +20,11 @@ import pyarrow as pa
 
 from finreflect_eval import metrics
 from finreflect_eval.criteria import CRITERION_NAMES
+from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.records import SampleRecord, Vote
 
 FORMAT = "1"  # of the table file: bump when its columns change
+VOTE_FIELDS = ("code", "reasoning", "warning", "synthetic")  # the columns of each judge
 
 
 @dataclass
@@ -38,8 +40,8 @@ class VoteTable:
     ) -> VoteTable:
         columns: dict[str, list] = {"doc_id": [], "criterion": [], "index": [], "synthetic": []}
         for judge in judges:
-            for field in ("code", "reasoning", "warning", "synthetic"):
-                columns[f"{field}:{judge}"] = []
+            for key in VOTE_FIELDS:
+                columns[f"{key}:{judge}"] = []
         for record in records:
             for criterion, by_judge in record.votes.get(panel, {}).items():
                 n_items = max((len(by_judge.get(j, [])) for j in judges), default=0)
@@ -60,11 +62,21 @@ class VoteTable:
         return cls(pa.table(arrays), list(judges))
 
     @classmethod
-    def read(cls, path: Path) -> VoteTable:
-        with pa.memory_map(str(path)) as source:
-            table = pa.ipc.open_file(source).read_all()
-        judges = [name.removeprefix("code:") for name in table.column_names if name[:5] == "code:"]
-        return cls(table, judges)
+    def read(cls, path: Path, judges: Sequence[str]) -> VoteTable:
+        """The table of a file, which must hold the votes of exactly `judges`."""
+        try:
+            with pa.memory_map(str(path)) as source:
+                table = pa.ipc.open_file(source).read_all()
+        except (OSError, pa.ArrowException) as exc:
+            raise FinReflectError(f"{path}: not a vote table ({first_line(exc)})") from exc
+        expected = ["doc_id", "criterion", "index", "synthetic"]
+        expected += [f"{key}:{judge}" for judge in judges for key in VOTE_FIELDS]
+        if table.column_names != expected:
+            raise FinReflectError(
+                f"{path}: not the vote table of judges {', '.join(judges)} (delete the folder "
+                "to score from the samples)"
+            )
+        return cls(table, list(judges))
 
     def to_bytes(self) -> bytes:
         """The table as an Arrow IPC file."""

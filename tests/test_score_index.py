@@ -35,7 +35,8 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
         p.name.split(".", 1)[1].split(".v1.")[1] for p in (folder / SCORE_INDEX).iterdir()
     )
     assert indexed == sorted(["records.jsonl", "votes.scripted-test.arrow"] * len(TASKS))
-    table = VoteTable.read(next((folder / SCORE_INDEX).glob("*single_pass*.arrow")))
+    judges = ["judge-0", "judge-1", "judge-2"]
+    table = VoteTable.read(next((folder / SCORE_INDEX).glob("*single_pass*.arrow")), judges)
     rebuilt = VoteTable.from_records(run.records[TASKS[0]], "scripted-test", table.judges)
     assert table.table.equals(rebuilt.table)
 
@@ -49,6 +50,15 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
     scored = cli("score", "--samples", str(folder))
     assert scored.returncode == 0, scored.stderr[-2000:]
     assert outputs(folder) == written
+
+    # A damaged index is one line naming it.
+    votes = next((folder / SCORE_INDEX).glob("*single_pass*.arrow"))
+    kept = votes.read_bytes()
+    votes.write_bytes(kept[: len(kept) // 2])
+    damaged = cli("score", "--samples", str(folder))
+    assert damaged.returncode == 1 and len(damaged.stderr.strip().splitlines()) == 1
+    assert f"{votes}: not a vote table" in damaged.stderr
+    votes.write_bytes(kept)
 
     # Samples changed (a new time): their index is not theirs any more; `score` reads them.
     os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
