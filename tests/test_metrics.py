@@ -1,17 +1,22 @@
 """Aggregation, averages, bootstrap CIs and Krippendorff's α against hand-computed values."""
 
 import math
+import random
 
+import numpy as np
 import pytest
 
 from finreflect_eval.metrics import (
     Item,
+    Outcomes,
     aggregate,
     bootstrap,
+    code_label,
     krippendorff_alpha,
     macro_average,
     micro_average,
     score_criterion,
+    vote_code,
 )
 
 JUDGES = ["a", "b", "c"]
@@ -44,6 +49,26 @@ def test_no_majority_takes_the_most_conservative_label():
     assert outcome.label == "poor" and outcome.no_majority and outcome.split
     tie = aggregate({"a": 1, "b": 0, "c": None})
     assert tie.label == 0 and tie.no_majority
+
+
+@pytest.mark.parametrize("labels", [(0, 1), ("poor", "partial", "good")])
+def test_the_vectorised_rule_is_the_item_rule(labels):
+    rng = random.Random(7)
+    votes = [
+        {j: rng.choice([*labels, None]) for j in rng.sample(JUDGES, rng.randint(1, 3))}
+        for _ in range(3000)
+    ]
+    codes = np.array([[vote_code(v[j]) if j in v else -2 for j in JUDGES] for v in votes])
+    outcomes = Outcomes.of(codes, np.array([len(v) for v in votes]))
+    for row, vote in enumerate(votes):
+        one = aggregate(vote)
+        label = code_label(outcomes.label[row]) if outcomes.scored[row] else None
+        assert (label, outcomes.unanimous[row], outcomes.split[row]) == (
+            one.label,
+            one.unanimous,
+            one.split,
+        )
+        assert outcomes.no_majority[row] == one.no_majority
 
 
 def test_micro_and_macro_differ():
