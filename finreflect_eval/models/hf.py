@@ -24,6 +24,7 @@ from finreflect_eval.models._base import (
     hub_commit,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._prefix import PrefixCache, supports_prefix_reuse
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
 from finreflect_eval.resources import cache_root
 
@@ -56,6 +57,8 @@ class HFModel(LM):
         device_map: accelerate device map; default "auto" when CUDA is present, else CPU.
         trust_remote_code: run code from the model repo (off unless asked).
         structured_backend: outlines backend compiling the JSON schema into a logits processor.
+        prefix_cache_tokens: prompt positions whose key/value states are kept for reuse by
+            later prompts that start the same way (see `_prefix`); 0 turns reuse off.
     """
 
     backend = "hf"
@@ -75,6 +78,7 @@ class HFModel(LM):
         device_map: str | None = None,
         trust_remote_code: bool = False,
         structured_backend: StructuredBackend = "llguidance",
+        prefix_cache_tokens: int = 16384,
     ) -> None:
         self.auto_batch = batch_size == "auto"
         super().__init__(
@@ -129,6 +133,12 @@ class HFModel(LM):
         self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
         self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
         self._xgrammar_compiler: Any = None
+        self.prefix_cache: PrefixCache | None = None
+        if prefix_cache_tokens > 0:
+            if supports_prefix_reuse(self.hf_model):
+                self.prefix_cache = PrefixCache(self.hf_model, prefix_cache_tokens)
+            else:
+                logger.warning("%s: prompt prefixes are recomputed for every call", model)
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -290,6 +300,18 @@ class HFModel(LM):
             sampling["temperature"] = first.temperature
         else:  # greedy: don't let the checkpoint's sampling defaults leak in
             sampling.update(temperature=None, top_p=None, top_k=None)
+        format_input = self.outlines_model.type_adapter.format_input
+        # The same tokens outlines will pass to generate (it tokenizes the same way).
+        input_ids, attention_mask = self.outlines_model.tokenizer.encode(
+            [format_input(model_input) for model_input in inputs]
+        )
+        prefilled = self.prefix_cache and self.prefix_cache.batch_cache(input_ids, attention_mask)
+        self.stats["prompt_tokens"] += int(attention_mask.sum())
+        if prefilled:
+            sampling["cache"], computed = prefilled
+            self.stats["prompt_tokens_computed"] += computed + len(group)  # + each last token
+        else:
+            self.stats["prompt_tokens_computed"] += input_ids.numel()  # padding included
         torch.manual_seed(first.seed)
         with torch.inference_mode():
             texts = self._generator(first.schema).batch(
@@ -298,7 +320,6 @@ class HFModel(LM):
                 pad_token_id=self.tokenizer.pad_token_id,
                 **sampling,
             )
-        format_input = self.outlines_model.type_adapter.format_input
         return [
             Completion(
                 text=text,
@@ -349,6 +370,7 @@ class HFModel(LM):
 
     def close(self) -> None:
         self._generators.clear()
+        self.prefix_cache = None
         for name in ("outlines_model", "hf_model"):
             if hasattr(self, name):
                 delattr(self, name)

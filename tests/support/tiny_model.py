@@ -1,5 +1,5 @@
-"""A random-weight Llama with a byte-level BPE tokenizer trained here on schema words: every code
-path of the hf backend, in seconds, offline (the tests' and the benchmarks' model)."""
+"""Random-weight models with a byte-level BPE tokenizer trained here on schema words: every code
+path of the hf backend, in seconds, offline (the tests' and the benchmarks' models)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,33 @@ from pathlib import Path
 
 
 def build_tiny_llama(folder: Path) -> Path:
-    """Write the model and its tokenizer into `folder` (the same weights every time)."""
+    """Write a tiny Llama and its tokenizer into `folder` (the same weights every time)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    return _build(folder, LlamaForCausalLM, LlamaConfig, max_position_embeddings=16384)
+
+
+def build_tiny_gemma3(folder: Path) -> Path:
+    """A tiny Gemma 3 text model: sliding-window layers (window 8) between full-attention ones,
+    as in the embedded model, so prompts far longer than the window are cheap to test."""
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    return _build(
+        folder,
+        Gemma3ForCausalLM,
+        Gemma3TextConfig,
+        head_dim=8,
+        sliding_window=8,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+        query_pre_attn_scalar=8,
+        max_position_embeddings=16384,
+    )
+
+
+def _build(folder: Path, model_class, config_class, **config) -> Path:
     import torch
     from tokenizers import ByteLevelBPETokenizer
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import PreTrainedTokenizerFast
 
     from finreflect_eval.schema import load_schema
 
@@ -26,19 +49,20 @@ def build_tiny_llama(folder: Path) -> Path:
     tokenizer = PreTrainedTokenizerFast(
         tokenizer_object=bpe._tokenizer, eos_token="</s>", pad_token="<pad>"
     )
-    config = LlamaConfig(
+    layers = len(config.get("layer_types", ())) or 2
+    model_config = config_class(
         vocab_size=len(tokenizer),
         hidden_size=32,
         intermediate_size=64,
-        num_hidden_layers=2,
+        num_hidden_layers=layers,
         num_attention_heads=4,
         num_key_value_heads=2,
-        max_position_embeddings=16384,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
+        **config,
     )
     torch.manual_seed(0)
-    LlamaForCausalLM(config).save_pretrained(folder)
+    model_class(model_config).save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

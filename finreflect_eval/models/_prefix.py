@@ -1,0 +1,148 @@
+"""Prompt-prefix reuse for the hf backend: what vLLM's automatic prefix caching does, for
+transformers.
+
+Judge prompts share a long start (the system part; then, for a span's criteria, the span text),
+and extraction prompts share their instructions. A `PrefixCache` keeps the key/value states of
+recent prompts, per loaded model, and builds for each batch a ready cache holding every prompt
+position but the last, so `generate` computes only that one; each prompt's new positions are
+computed on top of the longest prefix it shares with a kept prompt.
+
+Exactness: a row's states are computed unpadded, at positions 0..n-1, which is what `generate`
+gives a left-padded row (positions come from the attention mask), and are then left-padded
+into the batch. Left padding keeps every row contiguous, so sliding-window layers see the same
+keys either way; their full states are kept here and cropped to the window by the batch cache
+(built from the model's config, as `generate` would build it).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Entry:
+    tokens: Any  # 1-D LongTensor on the CPU
+    states: list[tuple[Any, Any]]  # per layer (keys, values), each [1, heads, tokens, dim]
+
+
+def supports_prefix_reuse(model: Any) -> bool:
+    """Whether this model and transformers take a prebuilt cache the way `PrefixCache` builds
+    it: every layer plain attention (full or sliding window), the `cache` keyword (transformers
+    5), and a `DynamicCache` that can be filled from tensors with the model's layer types."""
+    from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
+
+    parameters = inspect.signature(DynamicCache.__init__).parameters
+    if not {"ddp_cache_data", "config"} <= parameters.keys():
+        return False
+    if "cache" not in inspect.signature(model.base_model.forward).parameters:
+        return False
+    layers = DynamicCache(config=model.config).layers
+    return all(isinstance(layer, DynamicLayer) for layer in layers)
+
+
+class PrefixCache:
+    """Key/value states of recent prompts of one loaded model, least recently used dropped
+    first once more than `max_tokens` positions are kept."""
+
+    def __init__(self, model: Any, max_tokens: int) -> None:
+        self.model, self.max_tokens = model, max_tokens
+        self._entries: OrderedDict[int, _Entry] = OrderedDict()
+        self._next_id = 0
+        self._kept = 0
+
+    def batch_cache(self, input_ids: Any, attention_mask: Any) -> tuple[Any, int] | None:
+        """A cache for a left-padded batch holding every position but the last of each row,
+        and the number of prompt positions the model computed to build it; None for a batch
+        it cannot serve (right padding, a prompt of one token)."""
+        import torch
+        from transformers import DynamicCache
+
+        if not attention_mask[:, -1].all() or attention_mask.sum(dim=1).min() < 2:
+            return None
+        width = input_ids.shape[1] - 1
+        rows, computed = [], 0
+        for ids, mask in zip(input_ids, attention_mask, strict=True):
+            tokens = ids[mask.bool()][:-1].cpu()
+            states, new = self._states(tokens)
+            rows.append(states)
+            computed += new
+        layers = []
+        for layer in range(len(rows[0])):
+            keys, values = rows[0][layer]
+            shape = (len(rows), keys.shape[1], width, keys.shape[3])
+            batch_keys = keys.new_zeros(shape)
+            batch_values = values.new_zeros((*shape[:3], values.shape[3]))
+            for row, states in enumerate(rows):
+                row_keys, row_values = states[layer]
+                start = width - row_keys.shape[2]
+                batch_keys[row, :, start:] = row_keys[0]
+                batch_values[row, :, start:] = row_values[0]
+            layers.append((batch_keys, batch_values))
+        del rows
+        with torch.inference_mode():
+            cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
+        return cache, computed
+
+    def _states(self, tokens: Any) -> tuple[list[tuple[Any, Any]], int]:
+        """The states of `tokens` (each layer [1, heads, n, dim]) and how many positions had to
+        be computed for them."""
+        import torch
+        from transformers import DynamicCache
+
+        entry, shared = self._longest_match(tokens)
+        if entry is not None and shared == len(tokens):
+            return [(k[:, :, :shared], v[:, :, :shared]) for k, v in entry.states], 0
+        cache = DynamicCache()  # full layers only: later prompts may need any part of it
+        if entry is not None and shared:
+            for layer, (keys, values) in enumerate(entry.states):
+                cache.update(keys[:, :, :shared], values[:, :, :shared], layer)
+        device = self.model.device
+        with torch.inference_mode():
+            # The decoder without its head: logits for the prompt positions are not needed.
+            self.model.base_model(
+                input_ids=tokens[shared:].unsqueeze(0).to(device), cache=cache, use_cache=True
+            )
+        states = [(layer.keys, layer.values) for layer in cache.layers]
+        self._keep(tokens, states)
+        return states, len(tokens) - shared
+
+    def _longest_match(self, tokens: Any) -> tuple[_Entry | None, int]:
+        best, best_shared = None, 0
+        for key, entry in self._entries.items():
+            shared = _common_prefix(entry.tokens, tokens)
+            if shared > best_shared:
+                best, best_shared, best_key = entry, shared, key
+        if best is not None:
+            self._entries.move_to_end(best_key)
+        return best, best_shared
+
+    def _keep(self, tokens: Any, states: list[tuple[Any, Any]]) -> None:
+        # A kept prompt that is a prefix of this one adds nothing once this one is kept.
+        covered = [
+            k for k, e in self._entries.items() if _common_prefix(e.tokens, tokens) == len(e.tokens)
+        ]
+        for key in covered:
+            self._kept -= len(self._entries.pop(key).tokens)
+        self._entries[self._next_id] = _Entry(tokens, states)
+        self._next_id += 1
+        self._kept += len(tokens)
+        while self._kept > self.max_tokens and len(self._entries) > 1:
+            self._kept -= len(self._entries.popitem(last=False)[1].tokens)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._kept = 0
+
+
+def _common_prefix(a: Any, b: Any) -> int:
+    """Length of the longest common prefix of two 1-D token tensors."""
+    n = min(len(a), len(b))
+    differs = (a[:n] != b[:n]).nonzero()
+    return int(differs[0]) if len(differs) else n
