@@ -3,13 +3,14 @@ absolute times depend on the machine):
 
 (a) harness vs model time of a whole `simple_evaluate` run on a tiny random model (the harness:
     everything but the model's own `_complete`);
-(b) prompt tokens sent vs computed per stage on the hf backend;
+(b) prompt tokens sent vs computed per stage on the hf backend, without and with prefix reuse
+    (and, with --demo, on the quickstart's run: the embedded model and the demo panel);
 (c) `finreflect-eval score` seconds and peak memory on synthetic judged runs of 100k and 500k
     triples (3 modes, 3 judges, ~85% of items unanimous), reading the score index the judge
     stage writes, and reading the samples alone (a run judged before the index existed);
 (d) grammars compiled per run (distinct output schemas per loaded model).
 
-    python benchmarks/pipeline.py [--triples 100000,500000] [--spans 2] [--skip-run]
+    python benchmarks/pipeline.py [--triples 100000,500000] [--spans 2] [--skip-run] [--demo]
 """
 
 from __future__ import annotations
@@ -42,32 +43,34 @@ REASONING = "The chunk states this fact directly in its second paragraph; the ty
 
 
 class Meter:
-    """Wraps a loaded hf model: time inside the backend's `_complete`, prompt tokens sent, and
-    tokens the model's forward passes computed in prefill (padding included)."""
+    """Time inside a loaded hf model's `_complete` (the rest of a run is the harness's)."""
 
     def __init__(self, lm) -> None:
-        self.lm, self.seconds, self.sent, self.computed = lm, 0.0, 0, 0
-        complete, forward = lm._complete, lm.hf_model.forward
+        self.seconds = 0.0
+        complete = lm._complete
 
         def timed(requests):
             started = time.perf_counter()
             try:
-                completions = complete(requests)
+                return complete(requests)
             finally:
                 self.seconds += time.perf_counter() - started
-            self.sent += sum(c.prompt_tokens for c in completions)
-            return completions
 
-        def counted(*args, **kwargs):
-            ids = kwargs.get("input_ids", args[0] if args else None)
-            if ids is not None and ids.shape[1] > 1:  # a prefill, not one decoding step
-                self.computed += ids.numel()
-            return forward(*args, **kwargs)
-
-        lm._complete, lm.hf_model.forward = timed, counted
+        lm._complete = timed
 
 
-def whole_run(folder: Path, spans: int) -> list[list[str]]:
+def prompt_tokens(stage: str, stats: dict, reuse: str) -> list[str]:
+    """A row (b): prompt positions the model computed against those it was sent (the backend
+    counts both; padding is computed too)."""
+    computed, sent = stats["prompt_tokens_computed"], stats["prompt_tokens"]
+    return [
+        f"(b) prompt tokens, {stage} (hf, {reuse})",
+        f"{computed:,} computed / {sent:,} sent",
+        f"{computed / max(sent, 1):.2f}",
+    ]
+
+
+def whole_run(folder: Path, spans: int, prefix_cache_tokens: int) -> list[list[str]]:
     """Rows (a), (b), (d): `simple_evaluate` of all three modes with the tiny model as the
     candidate and as each of three judges."""
     import finreflect_eval
@@ -78,9 +81,11 @@ def whole_run(folder: Path, spans: int) -> list[list[str]]:
     from support.tiny_model import build_tiny_llama  # the tests' tiny model
 
     tiny = build_tiny_llama(folder / "tiny")
-    spec = ModelSpec(str(tiny), "hf", {"batch_size": 8, "max_retries": 0})
+    args = {"batch_size": 8, "max_retries": 0, "prefix_cache_tokens": prefix_cache_tokens}
+    reuse = "prefix reuse" if prefix_cache_tokens else "no reuse"
+    spec = ModelSpec(str(tiny), "hf", args)
     with load_model(spec) as candidate, load_model(spec) as judge:
-        meters = {"extraction": Meter(candidate), "judging": Meter(judge)}
+        meters = [Meter(candidate), Meter(judge)]
         started = time.perf_counter()
         finreflect_eval.simple_evaluate(
             candidate,
@@ -95,30 +100,57 @@ def whole_run(folder: Path, spans: int) -> list[list[str]]:
             allow_failures=True,
         )
         wall = time.perf_counter() - started
-        model = sum(meter.seconds for meter in meters.values())
-        rows = [
+        model = sum(meter.seconds for meter in meters)
+        return [
             [
-                f"(a) harness vs model time, {spans} spans × 3 modes, 3 judges",
+                f"(a) harness vs model time, {spans} spans × 3 modes, 3 judges, {reuse}",
                 f"{wall - model:.1f} s harness / {model:.1f} s model",
                 f"harness {100 * (wall - model) / wall:.0f}% of {wall:.1f} s",
-            ]
-        ]
-        for stage, meter in meters.items():
-            rows.append(
-                [
-                    f"(b) prompt tokens, {stage} (hf)",
-                    f"{meter.computed:,} computed / {meter.sent:,} sent",
-                    f"{meter.computed / max(meter.sent, 1):.2f}",
-                ]
-            )
-        rows.append(
+            ],
+            prompt_tokens("extraction", candidate.stats, reuse),
+            prompt_tokens("judging", judge.stats, reuse),
             [
                 "(d) grammars compiled per run",
                 f"{len(candidate._generators) + len(judge._generators)}",
                 f"extraction {len(candidate._generators)}, judging {len(judge._generators)}",
-            ]
+            ],
+        ]
+
+
+def demo_run(folder: Path, spans: int) -> list[list[str]]:
+    """Rows (b) of the quickstart's run: the embedded model extracting, the `demo` panel (the
+    embedded model three times) judging, every prompt through the hf backend's defaults."""
+    import finreflect_eval
+    from finreflect_eval.models.hf import HFModel
+
+    stats: list[dict] = []  # one per loaded model, the candidate first
+    close = HFModel.close
+
+    def counted_close(self) -> None:
+        stats.append(dict(self.stats))
+        close(self)
+
+    HFModel.close = counted_close
+    started = time.perf_counter()
+    try:
+        finreflect_eval.simple_evaluate(
+            "gemma-3-270m",
+            tasks=["finreflect_smoke_single_pass"],
+            judges="demo",
+            dataset="sample",
+            limit=spans,
+            output_path=folder / "out",
+            use_cache=False,
         )
-    return rows
+    finally:
+        HFModel.close = close
+    wall = time.perf_counter() - started
+    judging = {key: sum(s.get(key, 0) for s in stats[1:]) for key in stats[0]}
+    return [
+        [f"demo run, {spans} spans, extraction + 3 judges", f"{wall:.0f} s", "embedded model, CPU"],
+        prompt_tokens("extraction, demo run", stats[0], "prefix reuse"),
+        prompt_tokens("judging, demo run", judging, "prefix reuse"),
+    ]
 
 
 # --- (c) scoring at scale ---
@@ -252,11 +284,18 @@ def main() -> None:
     parser.add_argument("--triples", default="100000,500000", help="synthetic run sizes")
     parser.add_argument("--spans", type=int, default=2, help="spans of the tiny-model run")
     parser.add_argument("--skip-run", action="store_true", help="only (c)")
+    parser.add_argument(
+        "--demo", action="store_true", help="also (b) on the quickstart's run (minutes on a CPU)"
+    )
     args = parser.parse_args()
     rows = []
     if not args.skip_run:
+        for prefix_cache_tokens in (0, 16384):
+            with tempfile.TemporaryDirectory() as scratch:
+                rows += whole_run(Path(scratch), args.spans, prefix_cache_tokens)
+    if args.demo:
         with tempfile.TemporaryDirectory() as scratch:
-            rows += whole_run(Path(scratch), args.spans)
+            rows += demo_run(Path(scratch), args.spans)
     for size in (int(n) for n in args.triples.split(",")):
         with tempfile.TemporaryDirectory() as scratch:
             run = synthetic_run(Path(scratch), size)

@@ -154,6 +154,19 @@ def test_embedded_alias_without_its_extra_names_the_extra(monkeypatch):
         pass
 
 
+def test_a_structured_backend_not_installed_names_its_extra(tiny_model_dir, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "xgrammar", None)  # xgrammar is its own extra (triton)
+    with (
+        pytest.raises(
+            FinReflectError, match=r"needs xgrammar: pip install 'finreflect-eval\[xgrammar\]'"
+        ),
+        load_model(spec(tiny_model_dir, structured_backend="xgrammar")),
+    ):
+        pass
+
+
 def test_a_prompt_over_the_context_is_refused_before_generating(tiny_model_dir):
     long = GenerationRequest(prompt="revenue " * 17000, schema=TRIPLES, max_tokens=400)
     with load_model(spec(tiny_model_dir)) as lm:
