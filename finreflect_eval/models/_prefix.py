@@ -67,33 +67,29 @@ class PrefixCache:
         if not attention_mask[:, -1].all() or attention_mask.sum(dim=1).min() < 2:
             return None
         width = input_ids.shape[1] - 1
-        rows, computed = [], 0
-        for ids, mask in zip(input_ids, attention_mask, strict=True):
-            tokens = ids[mask.bool()][:-1].cpu()
-            states, new = self._states(tokens)
-            rows.append(states)
-            computed += new
-        layers = []
-        for layer in range(len(rows[0])):
-            keys, values = rows[0][layer]
-            shape = (len(rows), keys.shape[1], width, keys.shape[3])
-            batch_keys = keys.new_zeros(shape)
-            batch_values = values.new_zeros((*shape[:3], values.shape[3]))
-            for row, states in enumerate(rows):
-                row_keys, row_values = states[layer]
-                start = width - row_keys.shape[2]
-                batch_keys[row, :, start:] = row_keys[0]
-                batch_values[row, :, start:] = row_values[0]
-            layers.append((batch_keys, batch_values))
-        del rows
         with torch.inference_mode():
-            cache = DynamicCache(ddp_cache_data=layers, config=self.model.config)
-        return cache, computed
+            rows, computed = [], 0
+            for ids, mask in zip(input_ids, attention_mask, strict=True):
+                states, new = self._states(ids[mask.bool()][:-1].cpu())
+                rows.append(states)
+                computed += new
+            layers = []
+            for layer in range(len(rows[0])):
+                keys, values = rows[0][layer]
+                shape = (len(rows), keys.shape[1], width, keys.shape[3])
+                batch_keys = keys.new_zeros(shape)
+                batch_values = values.new_zeros((*shape[:3], values.shape[3]))
+                for row, states in enumerate(rows):
+                    row_keys, row_values = states[layer]
+                    start = width - row_keys.shape[2]
+                    batch_keys[row, :, start:] = row_keys[0]
+                    batch_values[row, :, start:] = row_values[0]
+                layers.append((batch_keys, batch_values))
+            return DynamicCache(ddp_cache_data=layers, config=self.model.config), computed
 
     def _states(self, tokens: Any) -> tuple[list[tuple[Any, Any]], int]:
         """The states of `tokens` (each layer [1, heads, n, dim]) and how many positions had to
         be computed for them."""
-        import torch
         from transformers import DynamicCache
 
         entry, shared = self._longest_match(tokens)
@@ -103,12 +99,12 @@ class PrefixCache:
         if entry is not None and shared:
             for layer, (keys, values) in enumerate(entry.states):
                 cache.update(keys[:, :, :shared], values[:, :, :shared], layer)
-        device = self.model.device
-        with torch.inference_mode():
-            # The decoder without its head: logits for the prompt positions are not needed.
-            self.model.base_model(
-                input_ids=tokens[shared:].unsqueeze(0).to(device), cache=cache, use_cache=True
-            )
+        # The decoder without its head: logits for the prompt positions are not needed.
+        self.model.base_model(
+            input_ids=tokens[shared:].unsqueeze(0).to(self.model.device),
+            cache=cache,
+            use_cache=True,
+        )
         states = [(layer.keys, layer.values) for layer in cache.layers]
         self._keep(tokens, states)
         return states, len(tokens) - shared
@@ -135,10 +131,6 @@ class PrefixCache:
         self._kept += len(tokens)
         while self._kept > self.max_tokens and len(self._entries) > 1:
             self._kept -= len(self._entries.popitem(last=False)[1].tokens)
-
-    def clear(self) -> None:
-        self._entries.clear()
-        self._kept = 0
 
 
 def _common_prefix(a: Any, b: Any) -> int:
