@@ -1,6 +1,8 @@
 """Prompt-prefix reuse on the hf backend: the same outputs as computing every prompt whole, for a
 fraction of the prompt positions (tiny random models; the embedded model in test_models_gemma)."""
 
+import dataclasses
+
 import pytest
 
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
@@ -42,20 +44,34 @@ def model_dir(request):
     return request.getfixturevalue(request.param)
 
 
+def extended(request: GenerationRequest) -> GenerationRequest:
+    """The same request with more text after its prompt: the original is a prefix of it."""
+    system, user = request.messages
+    more = {**user, "content": user["content"] + " Judge again, more carefully."}
+    return dataclasses.replace(request, messages=(system, more))
+
+
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
 def test_reuse_gives_the_outputs_of_computing_every_prompt_whole(model_dir, temperature):
+    requests = judge_like_requests(temperature)
     outputs, stats = {}, {}
     for tokens in (0, 16384):
         args = {"batch_size": 4, "max_retries": 0, "prefix_cache_tokens": tokens}
         with load_model(ModelSpec(str(model_dir), "hf", args)) as lm:
             assert (lm.prefix_cache is not None) == (tokens > 0)
-            outputs[tokens] = [r.text for r in lm.generate(judge_like_requests(temperature))]
-            stats[tokens] = lm.stats
+            texts = [r.text for r in lm.generate(requests)]
+            # A prompt extending a kept one (which it then replaces), and that kept one again:
+            # every position of the second is already kept.
+            texts += [r.text for r in lm.generate([extended(requests[0])])]
+            computed = lm.stats["prompt_tokens_computed"]
+            texts += [r.text for r in lm.generate([requests[0]])]
+            if tokens:  # only the last position, which generate computes
+                assert lm.stats["prompt_tokens_computed"] == computed + 1
+            outputs[tokens], stats[tokens] = texts, lm.stats
     assert outputs[16384] == outputs[0]
     assert len(set(outputs[0])) > 1
     sent = stats[0]["prompt_tokens"]
     assert stats[16384]["prompt_tokens"] == sent
-    assert stats[0]["prompt_tokens_computed"] >= sent  # padding computed too
     assert stats[16384]["prompt_tokens_computed"] < 0.3 * sent
 
 
@@ -75,9 +91,8 @@ def test_kept_prompts_stay_within_the_budget(tiny_gemma_dir):
         assert computed == 10
         assert cache._kept == 49  # the shorter prompt, a prefix of the longer, is not kept twice
         other = torch.arange(100, 140).unsqueeze(0)
-        batch, computed = cache.batch_cache(other, ones)
+        _, computed = cache.batch_cache(other, ones)
         assert computed == 39 and cache._kept == 39  # over budget: the oldest dropped
-        assert batch.get_seq_length() == 39
 
 
 def test_a_batch_it_cannot_serve_is_computed_whole(tiny_model_dir):
@@ -88,3 +103,38 @@ def test_a_batch_it_cannot_serve_is_computed_whole(tiny_model_dir):
         assert lm.prefix_cache.batch_cache(torch.ones_like(right_padded), right_padded) is None
         one_token = torch.tensor([[0, 1], [1, 1]])
         assert lm.prefix_cache.batch_cache(torch.ones_like(one_token), one_token) is None
+
+
+def test_models_it_cannot_serve_compute_every_prompt(tiny_model_dir):
+    """Beams, several sequences per prompt, a cache of the checkpoint's own choosing, recurrent
+    layers: `generate` would not use a given cache as it is, so there is no reuse."""
+    from transformers import AutoModelForCausalLM, FalconH1Config, FalconH1ForCausalLM
+
+    from finreflect_eval.models._prefix import supports_prefix_reuse
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    assert supports_prefix_reuse(model)
+    for setting, value in [
+        ("num_beams", 2),
+        ("num_return_sequences", 2),
+        ("cache_implementation", "static"),
+        ("use_cache", False),
+    ]:
+        default = getattr(model.generation_config, setting)
+        setattr(model.generation_config, setting, value)
+        assert not supports_prefix_reuse(model), setting
+        setattr(model.generation_config, setting, default)
+    hybrid = FalconH1Config(  # attention beside Mamba layers: recurrent state
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        mamba_d_ssm=32,
+        mamba_n_heads=4,
+        mamba_d_head=8,
+        mamba_d_state=8,
+        mamba_chunk_size=8,
+    )
+    assert not supports_prefix_reuse(FalconH1ForCausalLM(hybrid))

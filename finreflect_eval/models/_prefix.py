@@ -1,4 +1,4 @@
-"""Prompt-prefix reuse for the hf backend: what vLLM's automatic prefix caching does, for
+"""Prompt-prefix reuse for the hf backend: the saving of vLLM's automatic prefix caching, for
 transformers.
 
 Judge prompts share a long start (the system part; then, for a span's criteria, the span text),
@@ -7,11 +7,12 @@ recent prompts, per loaded model, and builds for each batch a ready cache holdin
 position but the last, so `generate` computes only that one; each prompt's new positions are
 computed on top of the longest prefix it shares with a kept prompt.
 
-Exactness: a row's states are computed unpadded, at positions 0..n-1, which is what `generate`
-gives a left-padded row (positions come from the attention mask), and are then left-padded
-into the batch. Left padding keeps every row contiguous, so sliding-window layers see the same
-keys either way; their full states are kept here and cropped to the window by the batch cache
-(built from the model's config, as `generate` would build it).
+The same computation as `generate`'s own, up to floating-point rounding (the matrix products
+have other shapes): a row's states are computed unpadded, at positions 0..n-1, which is what
+`generate` gives a left-padded row (positions come from the attention mask), and are then
+left-padded into the batch. Left padding keeps every row contiguous, so sliding-window layers
+see the same keys either way; their full states are kept here and cropped to the window by the
+batch cache (built from the model's config, as `generate` would build it).
 """
 
 from __future__ import annotations
@@ -33,23 +34,35 @@ class _Entry:
 
 def supports_prefix_reuse(model: Any) -> bool:
     """Whether this model and transformers take a prebuilt cache the way `PrefixCache` builds
-    it: every layer plain attention (full or sliding window), the `cache` keyword (transformers
-    5), and a `DynamicCache` that can be filled from tensors with the model's layer types."""
+    it: every layer plain attention, full or sliding window (not recurrent or indexed state,
+    which subclass these), the `cache` keyword (transformers 5), a `DynamicCache` that can be
+    filled from tensors with the model's layer types, and a generation config that lets
+    `generate` use a given cache as it is (one sequence per prompt, no cache of its own)."""
     from transformers import DynamicCache
-    from transformers.cache_utils import DynamicLayer
+    from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     parameters = inspect.signature(DynamicCache.__init__).parameters
     if not {"ddp_cache_data", "config"} <= parameters.keys():
         return False
     if "cache" not in inspect.signature(model.base_model.forward).parameters:
         return False
-    layers = DynamicCache(config=model.config).layers
-    return all(isinstance(layer, DynamicLayer) for layer in layers)
+    generation = model.generation_config
+    if (
+        generation.use_cache is False
+        or generation.cache_implementation not in (None, "hybrid")  # "hybrid": dropped by generate
+        or (generation.num_beams or 1) > 1
+        or (generation.num_return_sequences or 1) > 1
+    ):
+        return False
+    plain = (DynamicLayer, DynamicSlidingWindowLayer)
+    return all(type(layer) in plain for layer in DynamicCache(config=model.config).layers)
 
 
 class PrefixCache:
     """Key/value states of recent prompts of one loaded model, least recently used dropped
-    first once more than `max_tokens` positions are kept."""
+    first once more than `max_tokens` positions are kept (the newest is always kept). Each entry
+    holds its whole prompt: a shared system part is stored once per entry, not shared as
+    vLLM's blocks are."""
 
     def __init__(self, model: Any, max_tokens: int) -> None:
         self.model, self.max_tokens = model, max_tokens
