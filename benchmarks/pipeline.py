@@ -4,7 +4,8 @@ absolute times depend on the machine):
 (a) harness vs model time of a whole `simple_evaluate` run on a tiny random model (the harness:
     everything but the model's own `_complete`);
 (b) prompt tokens sent vs computed per stage on the hf backend, without and with prefix reuse
-    (and, with --demo, on the quickstart's run: the embedded model and the demo panel);
+    (and, with --demo, on the quickstart's run: the embedded model and the demo panel, timed
+    against llama.cpp's llama-server serving the same GGUF where one is built);
 (c) `finreflect-eval score` seconds and peak memory on synthetic judged runs of 100k and 500k
     triples (3 modes, 3 judges, ~85% of items unanimous), reading the score index the judge
     stage writes, and reading the samples alone (a run judged before the index existed);
@@ -26,6 +27,9 @@ import time
 from pathlib import Path
 
 from finreflect_eval.store import SCORE_INDEX, RunStore
+
+# The tests' tiny model and llama-server helpers.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from finreflect_eval.tables import markdown_table
 
 JUDGES = ("judge-0", "judge-1", "judge-2")
@@ -73,12 +77,11 @@ def prompt_tokens(stage: str, stats: dict, reuse: str) -> list[str]:
 def whole_run(folder: Path, spans: int, prefix_cache_tokens: int) -> list[list[str]]:
     """Rows (a), (b), (d): `simple_evaluate` of all three modes with the tiny model as the
     candidate and as each of three judges."""
+    from support.tiny_model import build_tiny_llama
+
     import finreflect_eval
     from finreflect_eval.judging import Panel
     from finreflect_eval.models import ModelSpec, load_model
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-    from support.tiny_model import build_tiny_llama  # the tests' tiny model
 
     tiny = build_tiny_llama(folder / "tiny")
     args = {"batch_size": 8, "max_retries": 0, "prefix_cache_tokens": prefix_cache_tokens}
@@ -119,8 +122,12 @@ def whole_run(folder: Path, spans: int, prefix_cache_tokens: int) -> list[list[s
 
 def demo_run(folder: Path, spans: int) -> list[list[str]]:
     """Rows (b) of the quickstart's run: the embedded model extracting, the `demo` panel (the
-    embedded model three times) judging, every prompt through the hf backend's defaults."""
+    embedded model three times) judging, every prompt through the hf backend's defaults; then,
+    where a `llama-server` is built (tests/support/llama_server.py), the same run with that
+    server serving the same GGUF to the candidate and the three judges (the openai backend)."""
     import finreflect_eval
+    from finreflect_eval.judging import load_panel
+    from finreflect_eval.models.embedded import EMBEDDED_MODELS
     from finreflect_eval.models.hf import HFModel
 
     stats: list[dict] = []  # one per loaded model, the candidate first
@@ -130,27 +137,51 @@ def demo_run(folder: Path, spans: int) -> list[list[str]]:
         stats.append(dict(self.stats))
         close(self)
 
-    HFModel.close = counted_close
-    started = time.perf_counter()
-    try:
+    def timed_run(**options) -> float:
+        started = time.perf_counter()
         finreflect_eval.simple_evaluate(
-            "gemma-3-270m",
             tasks=["finreflect_smoke_single_pass"],
-            judges="demo",
             dataset="sample",
             limit=spans,
             output_path=folder / "out",
             use_cache=False,
+            **options,
         )
+        return time.perf_counter() - started
+
+    HFModel.close = counted_close
+    try:
+        hf_seconds = timed_run(model="gemma-3-270m", judges="demo")
     finally:
         HFModel.close = close
-    wall = time.perf_counter() - started
     judging = {key: sum(s.get(key, 0) for s in stats[1:]) for key in stats[0]}
-    return [
-        [f"demo run, {spans} spans, extraction + 3 judges", f"{wall:.0f} s", "embedded model, CPU"],
+    rows = [
+        [f"demo run, {spans} spans, extraction + 3 judges, hf", f"{hf_seconds:.0f} s", "CPU"],
         prompt_tokens("extraction, demo run", stats[0], "prefix reuse"),
         prompt_tokens("judging, demo run", judging, "prefix reuse"),
     ]
+    from support import llama_server
+
+    binary = llama_server.binary()
+    if binary is None:
+        return rows
+    gguf = EMBEDDED_MODELS["gemma-3-270m"].gguf_path()
+    with llama_server.serve(binary, gguf, folder / "llama-server.log") as url:
+        panel = load_panel("demo")
+        server_seconds = timed_run(
+            model="gemma-3-270m",
+            backend="openai",
+            model_args={"base_url": url},
+            judges=panel.at_endpoints({judge.name: url for judge in panel.judges}),
+        )
+    rows.append(
+        [
+            f"demo run, {spans} spans, extraction + 3 judges, llama-server (openai backend)",
+            f"{server_seconds:.0f} s",
+            f"hf takes {hf_seconds / server_seconds:.2f}× as long",
+        ]
+    )
+    return rows
 
 
 # --- (c) scoring at scale ---
@@ -281,7 +312,9 @@ def score_cost(run: Path) -> tuple[float, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--triples", default="100000,500000", help="synthetic run sizes")
+    parser.add_argument(
+        "--triples", default="100000,500000", help='synthetic run sizes ("" for none)'
+    )
     parser.add_argument("--spans", type=int, default=2, help="spans of the tiny-model run")
     parser.add_argument("--skip-run", action="store_true", help="only (c)")
     parser.add_argument(
@@ -296,7 +329,7 @@ def main() -> None:
     if args.demo:
         with tempfile.TemporaryDirectory() as scratch:
             rows += demo_run(Path(scratch), args.spans)
-    for size in (int(n) for n in args.triples.split(",")):
+    for size in (int(n) for n in args.triples.split(",") if n):
         with tempfile.TemporaryDirectory() as scratch:
             run = synthetic_run(Path(scratch), size)
             megabytes = sum(f.stat().st_size for f in run.glob("*.jsonl")) / 1024**2
