@@ -332,10 +332,9 @@ class HFModel(LM):
         else:  # greedy: don't let the checkpoint's sampling defaults leak in
             sampling.update(temperature=None, top_p=None, top_k=None)
         format_input = self.outlines_model.type_adapter.format_input
+        prompts = [format_input(model_input) for model_input in inputs]
         # The same tokens outlines will pass to generate (it tokenizes the same way).
-        input_ids, attention_mask = self.outlines_model.tokenizer.encode(
-            [format_input(model_input) for model_input in inputs]
-        )
+        input_ids, attention_mask = self.outlines_model.tokenizer.encode(prompts)
         prefilled = self.prefix_cache and self.prefix_cache.batch_cache(input_ids, attention_mask)
         self.stats["prompt_tokens"] += int(attention_mask.sum())
         if prefilled:
@@ -354,10 +353,10 @@ class HFModel(LM):
         return [
             Completion(
                 text=text,
-                prompt_tokens=self._count(format_input(model_input)),
+                prompt_tokens=self._count(prompt),
                 completion_tokens=self._count(text),
             )
-            for model_input, text in zip(inputs, texts, strict=True)
+            for prompt, text in zip(prompts, texts, strict=True)
         ]
 
     def fit_batch_size(self, requests: list[GenerationRequest]) -> None:
