@@ -310,10 +310,24 @@ def score_cost(run: Path) -> tuple[float, float]:
     return float(seconds), int(peak_kb) / 1024**2
 
 
+def run_sizes(text: str) -> list[int]:
+    """`--triples`: comma-separated positive sizes, checked before any minutes are spent."""
+    try:
+        sizes = [int(n) for n in text.split(",") if n.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of triple counts: {text!r}") from None
+    if any(size < 1 for size in sizes):
+        raise argparse.ArgumentTypeError(f"triple counts must be positive: {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
-        "--triples", default="100000,500000", help='synthetic run sizes ("" for none)'
+        "--triples",
+        type=run_sizes,
+        default="100000,500000",
+        help='synthetic run sizes ("" for none)',
     )
     parser.add_argument("--spans", type=int, default=2, help="spans of the tiny-model run")
     parser.add_argument("--skip-run", action="store_true", help="only (c)")
@@ -329,7 +343,7 @@ def main() -> None:
     if args.demo:
         with tempfile.TemporaryDirectory() as scratch:
             rows += demo_run(Path(scratch), args.spans)
-    for size in (int(n) for n in args.triples.split(",") if n):
+    for size in args.triples:
         with tempfile.TemporaryDirectory() as scratch:
             run = synthetic_run(Path(scratch), size)
             megabytes = sum(f.stat().st_size for f in run.glob("*.jsonl")) / 1024**2

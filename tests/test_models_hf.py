@@ -130,6 +130,10 @@ def test_bad_model_args_and_paths_are_one_line_errors(tiny_model_dir, tmp_path):
         (ModelSpec(str(tmp_path / "missing"), "hf"), "cannot load model"),
         (ModelSpec(str(tiny_model_dir), "hf", {"dtype": "float17"}), "dtype 'float17'"),
         (ModelSpec(str(tiny_model_dir), "hf", {"dtype": 16}), "dtype=16 .*valid string"),
+        (
+            ModelSpec(str(tiny_model_dir), "hf", {"prefix_cache_tokens": -5}),
+            r"prefix_cache_tokens=-5: give 0",
+        ),
     ]
     import torch
 

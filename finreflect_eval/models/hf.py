@@ -119,6 +119,10 @@ class HFModel(LM):
         dtype = DTYPE_ALIASES.get(dtype, dtype)
         if dtype not in DTYPES:
             raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
+        if prefix_cache_tokens < 0:
+            raise FinReflectError(
+                f"prefix_cache_tokens={prefix_cache_tokens}: give 0 (no reuse) or more positions"
+            )
         try:
             import outlines
             import torch
