@@ -397,12 +397,13 @@ def judge(
 def check_extraction(run: Run, policy: FailurePolicy) -> None:
     """A one-line error when the extraction failed (see FailurePolicy): judge nothing yet."""
     if not policy.allow_failures:
-        policy.check(run.records, run.folder)
+        policy.check(scoring.span_facts(run.records), run.folder)
 
 
 def check_judging(run: Run, panel: str) -> None:
     """A one-line error when judge calls failed in transport (their votes are missing)."""
-    lost = {task: scoring.failures_of(records, panel) for task, records in run.records.items()}
+    spans = scoring.span_facts(run.records, [panel])
+    lost = {task: scoring.failures_of(facts, panel) for task, facts in spans.items()}
     lost = {task: f for task, f in lost.items() if f.judge_transport_calls}
     if lost:
         task, failed = next(iter(lost.items()))
@@ -418,12 +419,14 @@ def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = Non
     fails the failure policy."""
     policy = policy or FailurePolicy()
     panel = scoring.choose_panel(run.manifest, panel)
-    policy.check(run.records, run.folder, panel)
-    votes = scoring.panel_votes(run.records, run.manifest.judging[panel], run.votes.get(panel))
-    results = scoring.compute_results(run.manifest, run.records, panel, votes)
-    if policy.allow_failures and policy.problems(run.records, panel):
+    spans, votes = scoring.score_tables(
+        run.manifest, run.records, panel, run.spans, run.votes.get(panel)
+    )
+    policy.check(spans, run.folder, panel)
+    results = scoring.compute_results(run.manifest, panel, spans, votes)
+    if policy.allow_failures and policy.problems(spans, panel):
         results.config.allow_failures = True
-    review = scoring.review_queue(run.manifest, run.records, panel, votes)
+    review = scoring.review_queue(spans, votes)
     run.store.write_results(results, review)
     return results
 

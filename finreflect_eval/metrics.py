@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from finreflect_eval.criteria import CRITERIA, LEVEL_SCORES, Aggregation, Label
-from finreflect_eval.schema import summarize_rule_checks
+from finreflect_eval.schema import CheckRulesReport
 
 BOOTSTRAP_ITERS = 1000
 CONFIDENCE = 0.95
@@ -381,38 +381,31 @@ def _normalise(text: str) -> str:
     return _NOT_WORD.sub(" ", text.lower()).strip(" .")
 
 
-def _key(triple: Any) -> tuple[str, str, str]:
+def triple_key(triple: Any) -> tuple[str, str, str]:
+    """What makes two triples the same fact for reference overlap."""
     return (_normalise(triple.subject), triple.relation.lower(), _normalise(triple.object))
 
 
-def reference_overlap(records: Sequence[Any]) -> dict[str, float | None]:
-    """Precision and recall (×100, micro over spans) of normalised (subject, relation, object)
-    against the reference triples; None where there is nothing to divide by."""
-    predicted = matched = reference = 0
-    for record in records:
-        mine = {_key(t) for t in record.triples}
-        gold = {_key(t) for t in record.reference}
-        predicted, reference = predicted + len(mine), reference + len(gold)
-        matched += len(mine & gold)
+def extraction_metrics(
+    n_spans: int,
+    n_triples: int,
+    rules: CheckRulesReport,
+    overlap: tuple[int, int, int],
+    failed: int,
+) -> dict[str, Any]:
+    """Metrics of the extracted triples themselves, from their counts over a task's spans:
+    CheckRules passes, and the (predicted, reference, matched) distinct normalised (subject,
+    relation, object) keys, for micro precision and recall against the reference triples."""
+    predicted, reference, matched = overlap
     return {
-        "reference_precision": _pct(matched / predicted) if predicted else None,
-        "reference_recall": _pct(matched / reference) if reference else None,
-    }
-
-
-def extraction_metrics(records: Sequence[Any]) -> dict[str, Any]:
-    """Metrics of the extracted triples themselves (records with `triples`, `reference`,
-    `rule_checks` and `failed`)."""
-    rules = summarize_rule_checks([check for r in records for check in r.rule_checks])
-    n = len(records)
-    return {
-        "n_spans": n,
-        "n_triples": sum(len(r.triples) for r in records),
-        "triples_per_span": round(sum(len(r.triples) for r in records) / n, 4) if n else None,
+        "n_spans": n_spans,
+        "n_triples": n_triples,
+        "triples_per_span": round(n_triples / n_spans, 4) if n_spans else None,
         "check_rules": _pct(rules.all_rules),
         "check_rules_detail": {
             key: _pct(value) for key, value in rules.as_dict().items() if key != "n_triples"
         },
-        **reference_overlap(records),
-        "failed_extractions": sum(r.failed for r in records),
+        "reference_precision": _pct(matched / predicted) if predicted else None,
+        "reference_recall": _pct(matched / reference) if reference else None,
+        "failed_extractions": failed,
     }

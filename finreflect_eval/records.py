@@ -277,28 +277,6 @@ class SampleRecord(FileRecord):
     judge_calls: dict[str, list[ModelCall]] = {}
     """By panel: every judge call about this span."""
 
-    def for_scoring(self) -> SampleRecord:
-        """The record without what scoring never reads: the prompts, the calls' output texts
-        (their number kept: a call with outputs did not fail in transport) and the votes (read
-        from the panels' vote tables)."""
-
-        def bare(call: ModelCall) -> ModelCall:
-            text = None if call.text is None else ""
-            return call.model_copy(
-                update={"text": text, "raw_outputs": [""] * len(call.raw_outputs)}
-            )
-
-        return self.model_copy(
-            update={
-                "arguments": {},
-                "votes": {},
-                "steps": [bare(call) for call in self.steps],
-                "judge_calls": {
-                    p: [bare(c) for c in calls] for p, calls in self.judge_calls.items()
-                },
-            }
-        )
-
 
 # --- results ---
 

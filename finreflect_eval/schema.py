@@ -200,6 +200,12 @@ class CheckRulesReport:
     relation_schema: float | None
     all_rules: float | None
 
+    @classmethod
+    def of_counts(cls, n_triples: int, passed: dict[str, int]) -> CheckRulesReport:
+        """From the number of triples passing each rule (and `all_rules`)."""
+        rates = {rule: passed[rule] / n_triples if n_triples else None for rule in passed}
+        return cls(n_triples=n_triples, **rates)
+
     def as_dict(self) -> dict[str, float | int | None]:
         return asdict(self)
 
@@ -211,13 +217,11 @@ def check_rules(triples: Iterable[Triple], schema: KGSchema) -> CheckRulesReport
 
 def summarize_rule_checks(results: list[dict[str, bool]]) -> CheckRulesReport:
     """The report of per-triple `check_triple` results (as kept in the samples)."""
-    n = len(results)
+    return CheckRulesReport.of_counts(len(results), count_rule_passes(results))
 
-    def rate(passed: int) -> float | None:
-        return passed / n if n else None
 
-    return CheckRulesReport(
-        n_triples=n,
-        **{rule: rate(sum(result[rule] for result in results)) for rule in CHECK_RULES},
-        all_rules=rate(sum(all(result.values()) for result in results)),
-    )
+def count_rule_passes(results: list[dict[str, bool]]) -> dict[str, int]:
+    """How many of the `check_triple` results pass each rule, and `all_rules`."""
+    passed = {rule: sum(result[rule] for result in results) for rule in CHECK_RULES}
+    passed["all_rules"] = sum(all(result.values()) for result in results)
+    return passed

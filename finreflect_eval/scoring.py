@@ -8,7 +8,7 @@ item the panel split on, could not score or had no majority for goes to the revi
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -32,7 +32,6 @@ from finreflect_eval.records import (
     Failures,
     ItemCounts,
     JudgesInfo,
-    Judging,
     Manifest,
     Overall,
     Results,
@@ -42,6 +41,7 @@ from finreflect_eval.records import (
     TaskDetails,
     Tokens,
 )
+from finreflect_eval.span_facts import SpanFacts
 from finreflect_eval.tables import markdown_table
 from finreflect_eval.votes import VoteTable
 
@@ -65,49 +65,56 @@ def choose_panel(manifest: Manifest, panel: str | None) -> str:
     return panel
 
 
-def panel_votes(
+def score_tables(
+    manifest: Manifest,
     records: dict[str, list[SampleRecord]],
-    judging: Judging,
+    panel: str,
+    spans: dict[str, SpanFacts] | None = None,
     votes: dict[str, VoteTable] | None = None,
-) -> dict[str, VoteTable]:
-    """Each task's votes by the panel as a table: those given (read from a score index), the
-    others taken from the records."""
-    votes, judges = votes or {}, [member.name for member in judging.judges]
-    return {
-        task: votes[task] if task in votes else VoteTable.from_records(rows, judging.panel, judges)
-        for task, rows in records.items()
-    }
+) -> tuple[dict[str, SpanFacts], dict[str, VoteTable]]:
+    """Per task (in the manifest's order) what scoring reads: its spans' facts and the panel's
+    votes, those given (read from a score index), the others taken from the records."""
+    spans, votes = spans or {}, votes or {}
+    judges = [member.name for member in manifest.judging[panel].judges]
+    tasks = [task for task in manifest.tasks if task in spans or task in records]
+    return (
+        {task: spans.get(task) or SpanFacts.from_records(records[task], [panel]) for task in tasks},
+        {
+            task: votes.get(task) or VoteTable.from_records(records[task], panel, judges)
+            for task in tasks
+        },
+    )
 
 
-def _span_positions(rows: list[SampleRecord], table: VoteTable) -> np.ndarray:
-    """For each item of the table, the position of its span's record in `rows`."""
-    doc_ids = np.array([record.doc_id for record in rows], dtype=np.int64)
-    sorter = np.argsort(doc_ids, kind="stable")
-    return sorter[np.searchsorted(doc_ids, table.column("doc_id"), sorter=sorter)]
+def span_facts(
+    records: dict[str, list[SampleRecord]], panels: Sequence[str] = ()
+) -> dict[str, SpanFacts]:
+    """Per task, what scoring reads of its records, with the judge calls of `panels`."""
+    return {task: SpanFacts.from_records(rows, panels) for task, rows in records.items()}
+
+
+def _span_positions(spans: SpanFacts, table: VoteTable) -> np.ndarray:
+    """For each item of the table, the row of its span in `spans` (in `doc_id` order)."""
+    return np.searchsorted(spans.column("doc_id"), table.column("doc_id"))
 
 
 def compute_results(
-    manifest: Manifest,
-    records: dict[str, list[SampleRecord]],
-    panel: str | None = None,
-    votes: dict[str, VoteTable] | None = None,
+    manifest: Manifest, panel: str, spans: dict[str, SpanFacts], votes: dict[str, VoteTable]
 ) -> Results:
-    """The results file of a judged run, for one panel (its votes by task: see `panel_votes`)."""
-    panel = choose_panel(manifest, panel)
+    """The results file of a judged run, for one panel (what it reads: see `score_tables`)."""
     judging = manifest.judging[panel]
     judges = [member.name for member in judging.judges]
-    votes = panel_votes(records, judging, votes)
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
     results, details, agreement, metric_names = {}, {}, {}, {}
     parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
-    for task, rows in records.items():
+    for task, facts in spans.items():
         info = manifest.tasks[task]
         wanted = {m.metric: m.aggregation for m in info.metric_list}
         table = votes[task]
-        item_criteria, spans = table.criteria(), _span_positions(rows, table)
-        span_ids = [record.span_id for record in rows]
-        extraction = metrics.extraction_metrics(rows)
-        entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(rows)}
+        item_criteria, positions = table.criteria(), _span_positions(facts, table)
+        span_ids = facts.strings("span_id")
+        extraction = facts.extraction_metrics()
+        entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(facts)}
         criteria = {}
         for name, aggregation in wanted.items():
             if name in EXTRACTION_METRICS:
@@ -118,7 +125,7 @@ def compute_results(
             mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
             scores = metrics.score_codes(
                 table.codes(mine),
-                spans[mine],
+                positions[mine],
                 span_ids,
                 synthetic=table.column("synthetic")[mine],
                 n_votes=np.full(len(mine), len(judges)),
@@ -156,13 +163,17 @@ def compute_results(
             n_triples=extraction["n_triples"],
             check_rules_detail=extraction["check_rules_detail"],
             failed_extractions=extraction["failed_extractions"],
-            judge_failures=sum(
-                call.error is not None for r in rows for call in r.judge_calls.get(panel, [])
-            ),
-            failures=failures_of(rows, panel),
+            judge_failures=facts.total(f"judge_errors:{panel}"),
+            failures=failures_of(facts, panel),
             tokens={
-                "extract": _tokens(step for r in rows for step in r.steps),
-                "judge": _tokens(call for r in rows for call in r.judge_calls.get(panel, [])),
+                "extract": Tokens(
+                    prompt=facts.total("extract_prompt_tokens"),
+                    completion=facts.total("extract_completion_tokens"),
+                ),
+                "judge": Tokens(
+                    prompt=facts.total(f"judge_prompt_tokens:{panel}"),
+                    completion=facts.total(f"judge_completion_tokens:{panel}"),
+                ),
             },
             seconds={"extract": info.seconds},
         )
@@ -170,7 +181,7 @@ def compute_results(
         group: _group_entry(group, [t for t in members if t in results], results, metric_names)
         for group, members in manifest.groups.items()
     }
-    span_ids = list(dict.fromkeys(r.span_id for rows in records.values() for r in rows))
+    span_ids = list(dict.fromkeys(i for facts in spans.values() for i in facts.strings("span_id")))
     score, ci = metrics.overall([p for ps in parts.values() for p in ps], span_ids, seed=seed)
     overall = Overall(
         score=score,
@@ -196,8 +207,8 @@ def compute_results(
             },
         },
         n_samples={
-            task: SampleCount(original=manifest.tasks[task].dataset.size, effective=len(rows))
-            for task, rows in records.items()
+            task: SampleCount(original=manifest.tasks[task].dataset.size, effective=len(facts))
+            for task, facts in spans.items()
         },
         config=RunSettings(
             model=model.backend,
@@ -249,19 +260,17 @@ class FailurePolicy:
     max_invalid_share: float = 0.2
     allow_failures: bool = False
 
-    def problems(
-        self, records: dict[str, list[SampleRecord]], panel: str | None = None
-    ) -> list[str]:
+    def problems(self, spans: dict[str, SpanFacts], panel: str | None = None) -> list[str]:
         """One line per task that fails the policy."""
         lines = []
-        for task, rows in records.items():
-            failed = failures_of(rows, panel)
+        for task, facts in spans.items():
+            failed = failures_of(facts, panel)
             counts = []
             if failed.transport_spans:
                 counts.append(f"{failed.transport_spans} span(s) failed in transport")
-            if failed.invalid_spans > self.max_invalid_share * len(rows):
+            if failed.invalid_spans > self.max_invalid_share * len(facts):
                 counts.append(
-                    f"{failed.invalid_spans} of {len(rows)} spans gave invalid output "
+                    f"{failed.invalid_spans} of {len(facts)} spans gave invalid output "
                     f"(more than {self.max_invalid_share:.0%})"
                 )
             if failed.judge_transport_calls:
@@ -270,12 +279,10 @@ class FailurePolicy:
                 lines.append(f"task {task}: {', '.join(counts)} (first: {failed.first})")
         return lines
 
-    def check(
-        self, records: dict[str, list[SampleRecord]], folder: Path, panel: str | None = None
-    ) -> None:
-        """A one-line error when a run's records fail the policy (unless failures are
-        allowed); `folder` holds its samples."""
-        problems = self.problems(records, panel)
+    def check(self, spans: dict[str, SpanFacts], folder: Path, panel: str | None = None) -> None:
+        """A one-line error when a run's spans fail the policy (unless failures are allowed);
+        `folder` holds its samples."""
+        problems = self.problems(spans, panel)
         if problems and not self.allow_failures:
             more = f" (and {len(problems) - 1} more task(s))" if len(problems) > 1 else ""
             raise FinReflectError(
@@ -284,18 +291,20 @@ class FailurePolicy:
             )
 
 
-def failures_of(rows: list[SampleRecord], panel: str | None) -> Failures:
+def failures_of(spans: SpanFacts, panel: str | None) -> Failures:
     """A task's failed calls: extraction spans failed in transport or with invalid output after
     retries, and judge calls of `panel` failed in transport."""
-    transport = [r for r in rows if any(step.transport_failed for step in r.steps)]
-    invalid = [r for r in rows if r.failed and r not in transport]
-    judge_calls = [c for r in rows for c in r.judge_calls.get(panel, []) if c.transport_failed]
-    messages = [f for r in transport + invalid for f in r.failures]
-    messages += [f"judge {c.model} {c.step}: {c.error}" for c in judge_calls]
+    transport = spans.column("transport_failed")
+    invalid = spans.column("failed") & ~transport
+    failures = spans.table.column("failures")
+    rows = [*np.flatnonzero(transport).tolist(), *np.flatnonzero(invalid).tolist()]
+    messages = [message for row in rows for message in failures[row].as_py()]
+    judge_calls = [] if panel is None else spans.strings(f"judge_transport_failures:{panel}")
+    messages += [message for calls in judge_calls for message in calls]
     return Failures(
-        transport_spans=len(transport),
-        invalid_spans=len(invalid),
-        judge_transport_calls=len(judge_calls),
+        transport_spans=int(transport.sum()),
+        invalid_spans=int(invalid.sum()),
+        judge_transport_calls=sum(len(calls) for calls in judge_calls),
         first=messages[0] if messages else "",
     )
 
@@ -319,32 +328,19 @@ def _union(metric_names: dict[str, list[str]], tasks: list[str]) -> list[str]:
     return list(seen)
 
 
-def _tokens(calls: Iterable[Any]) -> Tokens:
-    calls = list(calls)
-    return Tokens(
-        prompt=sum(c.prompt_tokens for c in calls),
-        completion=sum(c.completion_tokens for c in calls),
-    )
-
-
 def _unix_time(run: str) -> float:
     moment = datetime.strptime(run[:19], "%Y-%m-%dT%H-%M-%S").replace(tzinfo=timezone.utc)
     return moment.timestamp()
 
 
 def review_queue(
-    manifest: Manifest,
-    records: dict[str, list[SampleRecord]],
-    panel: str | None = None,
-    votes: dict[str, VoteTable] | None = None,
+    spans: dict[str, SpanFacts], votes: dict[str, VoteTable]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per task: the items the panel split on, could not score, or had no majority for, with
-    each judge's vote (the panel's votes by task: see `panel_votes`); each as `ReviewItem`'s
-    fields, ready to write (there can be hundreds of thousands)."""
-    panel = choose_panel(manifest, panel)
-    votes = panel_votes(records, manifest.judging[panel], votes)
+    each judge's vote (what it reads: see `score_tables`); each as `ReviewItem`'s fields, ready
+    to write (there can be hundreds of thousands)."""
     queue: dict[str, list[dict[str, Any]]] = {}
-    for task, rows in records.items():
+    for task, facts in spans.items():
         table = votes[task]
         outcome = metrics.Outcomes.of(
             table.codes(), np.full(table.table.num_rows, len(table.judges))
@@ -363,31 +359,36 @@ def review_queue(
             metrics.code_label(code) if scored else None
             for code, scored in zip(outcome.label[flagged], outcome.scored[flagged], strict=True)
         ]
-        queue[task] = []
-        for position, criterion, index, label, reason, item_votes in zip(
-            _span_positions(rows, table)[flagged].tolist(),
-            [CRITERION_NAMES[code] for code in table.criteria()[flagged]],
-            table.column("index")[flagged].tolist(),
-            labels,
-            reasons,
-            table.votes(flagged),
-            strict=True,
-        ):
-            record, per_triple = rows[position], criterion in TRIPLE_CRITERIA
-            queue[task].append(
-                {
-                    "format_version": FORMAT_VERSION,
-                    "task": record.task,
-                    "span_id": record.span_id,
-                    "criterion": criterion,
-                    "triple_index": index if per_triple else None,
-                    "triple": list(record.triples[index].as_tuple()) if per_triple else None,
-                    "label": label,
-                    "reason": reason,
-                    "votes": item_votes,
-                    "span_text": record.text,
-                }
+        positions = _span_positions(facts, table)[flagged]
+        criteria = table.criteria()[flagged]
+        indices = table.column("index")[flagged]
+        per_triple = np.isin(criteria, [CRITERION_NAMES.index(name) for name in TRIPLE_CRITERIA])
+        triples = iter(facts.triples(positions[per_triple], indices[per_triple]))
+        tasks, span_ids, texts = (facts.strings(name) for name in ("task", "span_id", "text"))
+        queue[task] = [
+            {
+                "format_version": FORMAT_VERSION,
+                "task": tasks[position],
+                "span_id": span_ids[position],
+                "criterion": CRITERION_NAMES[criterion],
+                "triple_index": index if triple else None,
+                "triple": next(triples) if triple else None,
+                "label": label,
+                "reason": reason,
+                "votes": item_votes,
+                "span_text": texts[position],
+            }
+            for position, criterion, index, triple, label, reason, item_votes in zip(
+                positions.tolist(),
+                criteria.tolist(),
+                indices.tolist(),
+                per_triple.tolist(),
+                labels,
+                reasons,
+                table.votes(flagged),
+                strict=True,
             )
+        ]
     return queue
 
 

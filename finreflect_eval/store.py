@@ -30,13 +30,14 @@ from finreflect_eval.records import (
     read,
     read_lines,
 )
-from finreflect_eval.votes import FORMAT as VOTES_FORMAT
+from finreflect_eval.span_facts import SpanFacts
 from finreflect_eval.votes import VoteTable
 
 LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
+INDEX_FORMAT = "2"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass
@@ -46,9 +47,11 @@ class Run:
     store: RunStore
     manifest: Manifest
     records: dict[str, list[SampleRecord]]
+    """By task; for scoring, only the tasks read from their samples (see `spans`)."""
+    spans: dict[str, SpanFacts] = field(default_factory=dict)
+    """By task: what scoring reads of the records of the tasks read from the score index."""
     votes: dict[str, dict[str, VoteTable]] = field(default_factory=dict)
-    """By panel, by task: the votes of the tasks whose records were read without them (for
-    scoring, from the score index)."""
+    """By panel, by task: the votes of the tasks read from the score index."""
 
     @property
     def folder(self) -> Path:
@@ -77,16 +80,16 @@ class RunStore:
         return self.folder / f"review_{task}_{run}_{panel}"
 
     def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
-        """The score index of a task's samples as they are on disk now: the records without
-        what scoring never reads (`SampleRecord.for_scoring`), and each panel's votes as a table
-        (`VoteTable`). Their names carry the samples file's size and time, so that the index of
-        other samples (rewritten, edited, copied) is never read."""
+        """The score index of a task's samples as they are on disk now: what scoring reads of
+        the records (`SpanFacts`), and each panel's votes (`VoteTable`), as Arrow tables. Their
+        names carry the samples file's size and time, so that the index of other samples
+        (rewritten, edited, copied) is never read."""
         samples = self.samples_path(manifest, task)
         stat = samples.stat()
-        stem = f"{samples.stem}.{stat.st_size}-{stat.st_mtime_ns}.v{VOTES_FORMAT}"
+        stem = f"{samples.stem}.{stat.st_size}-{stat.st_mtime_ns}.v{INDEX_FORMAT}"
         folder = self.folder / SCORE_INDEX
         votes = {panel: folder / f"{stem}.votes.{panel}.arrow" for panel in manifest.judging}
-        return folder / f"{stem}.records.jsonl", votes
+        return folder / f"{stem}.spans.arrow", votes
 
     # writing
 
@@ -123,16 +126,16 @@ class RunStore:
     def _write_score_index(
         self, manifest: Manifest, task: str, records: list[SampleRecord]
     ) -> None:
-        records_path, vote_paths = self.score_index(manifest, task)
-        records_path.parent.mkdir(exist_ok=True)
-        for stale in records_path.parent.glob(f"{self.samples_path(manifest, task).stem}.*"):
+        spans_path, vote_paths = self.score_index(manifest, task)
+        spans_path.parent.mkdir(exist_ok=True)
+        for stale in spans_path.parent.glob(f"{self.samples_path(manifest, task).stem}.*"):
             stale.unlink()  # the index of the samples this save replaced
         rows = sorted(records, key=lambda r: r.doc_id)  # as `load` reads them
         for panel, path in vote_paths.items():
             judges = [member.name for member in manifest.judging[panel].judges]
             write_atomic(path, VoteTable.from_records(rows, panel, judges).to_bytes())
-        # Last: the records make the index whole (`load` reads none of an index without them).
-        write_atomic(records_path, "".join(r.for_scoring().model_dump_json() + "\n" for r in rows))
+        # Last: the spans make the index whole (`load` reads none of an index without them).
+        write_atomic(spans_path, SpanFacts.from_records(rows, list(manifest.judging)).to_bytes())
 
     def write_results(self, results: Results, review: dict[str, list[dict[str, Any]]]) -> Path:
         """The results file and each task's review queue (`ReviewItem`s, as JSONL and CSV)."""
@@ -149,8 +152,8 @@ class RunStore:
 
     def load(self, run: str | None = None, *, for_scoring: bool = False) -> Run:
         """A run of this folder by id, or its newest one. `for_scoring`: each task whose
-        samples have a whole score index is read from it instead (its records without their
-        votes, and the votes as tables: see `score_index`)."""
+        samples have a whole score index is read from it instead (into `Run.spans` and
+        `Run.votes`: see `score_index`)."""
         path = self.manifest_path(run) if run else newest(self.folder, "manifest_*.json")
         manifest = read(Manifest, path)
         loaded = Run(self, manifest, {})
@@ -160,8 +163,8 @@ class RunStore:
                 _drop_partial_line(samples)  # the line a killed run was writing
             index = self._whole_score_index(manifest, task) if for_scoring else None
             if index is not None:
-                records_path, vote_paths = index
-                loaded.records[task] = read_lines(SampleRecord, records_path)
+                spans_path, vote_paths = index
+                loaded.spans[task] = SpanFacts.read(spans_path, list(manifest.judging))
                 for panel, votes in vote_paths.items():
                     judges = [member.name for member in manifest.judging[panel].judges]
                     loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes, judges)
@@ -175,11 +178,11 @@ class RunStore:
     ) -> tuple[Path, dict[str, Path]] | None:
         """The score index of the task's samples, if they have a whole one."""
         try:
-            records_path, vote_paths = self.score_index(manifest, task)
+            spans_path, vote_paths = self.score_index(manifest, task)
         except OSError:  # no samples: reading them says so
             return None
-        whole = records_path.exists() and all(path.exists() for path in vote_paths.values())
-        return (records_path, vote_paths) if whole else None
+        whole = spans_path.exists() and all(path.exists() for path in vote_paths.values())
+        return (spans_path, vote_paths) if whole else None
 
     def unfinished(self, same_run: dict) -> Run | None:
         """The newest unfinished run of this folder whose settings are `same_run` (see

@@ -20,10 +20,9 @@ import pyarrow as pa
 
 from finreflect_eval import metrics
 from finreflect_eval.criteria import CRITERION_NAMES
-from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.records import SampleRecord, Vote
+from finreflect_eval.tables import arrow_bytes, read_arrow
 
-FORMAT = "1"  # of the table file: bump when its columns change
 VOTE_FIELDS = ("code", "reasoning", "warning", "synthetic")  # the columns of each judge
 
 
@@ -64,26 +63,13 @@ class VoteTable:
     @classmethod
     def read(cls, path: Path, judges: Sequence[str]) -> VoteTable:
         """The table of a file, which must hold the votes of exactly `judges`."""
-        try:
-            with pa.memory_map(str(path)) as source:
-                table = pa.ipc.open_file(source).read_all()
-        except (OSError, pa.ArrowException) as exc:
-            raise FinReflectError(f"{path}: not a vote table ({first_line(exc)})") from exc
         expected = ["doc_id", "criterion", "index", "synthetic"]
         expected += [f"{key}:{judge}" for judge in judges for key in VOTE_FIELDS]
-        if table.column_names != expected:
-            raise FinReflectError(
-                f"{path}: not the vote table of judges {', '.join(judges)} (delete the folder "
-                "to score from the samples)"
-            )
+        table = read_arrow(path, "vote table", expected, f"judges {', '.join(judges)}")
         return cls(table, list(judges))
 
     def to_bytes(self) -> bytes:
-        """The table as an Arrow IPC file."""
-        sink = pa.BufferOutputStream()
-        with pa.ipc.new_file(sink, self.table.schema) as out:
-            out.write_table(self.table)
-        return sink.getvalue().to_pybytes()
+        return arrow_bytes(self.table)
 
     # columns as numpy
 

@@ -11,7 +11,15 @@ from support.runs import panel_file, scripted_run
 
 from finreflect_eval.metrics import _normalise
 from finreflect_eval.records import ReviewItem
-from finreflect_eval.store import SCORE_INDEX, RunStore, review_csv, review_jsonl, spreadsheet_safe
+from finreflect_eval.span_facts import SpanFacts
+from finreflect_eval.store import (
+    INDEX_FORMAT,
+    SCORE_INDEX,
+    RunStore,
+    review_csv,
+    review_jsonl,
+    spreadsheet_safe,
+)
 from finreflect_eval.votes import VoteTable
 
 TASKS = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
@@ -32,13 +40,18 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
     written = outputs(folder)
     run = RunStore(folder).load()
     indexed = sorted(
-        p.name.split(".", 1)[1].split(".v1.")[1] for p in (folder / SCORE_INDEX).iterdir()
+        p.name.split(".", 1)[1].split(f".v{INDEX_FORMAT}.")[1]
+        for p in (folder / SCORE_INDEX).iterdir()
     )
-    assert indexed == sorted(["records.jsonl", "votes.scripted-test.arrow"] * len(TASKS))
+    assert indexed == sorted(["spans.arrow", "votes.scripted-test.arrow"] * len(TASKS))
     judges = ["judge-0", "judge-1", "judge-2"]
-    table = VoteTable.read(next((folder / SCORE_INDEX).glob("*single_pass*.arrow")), judges)
+    index = folder / SCORE_INDEX
+    table = VoteTable.read(next(index.glob("*single_pass*.votes.*.arrow")), judges)
     rebuilt = VoteTable.from_records(run.records[TASKS[0]], "scripted-test", table.judges)
     assert table.table.equals(rebuilt.table)
+    spans = SpanFacts.read(next(index.glob("*single_pass*.spans.arrow")), ["scripted-test"])
+    shuffled = run.records[TASKS[0]][::-1]  # kept in doc_id order whatever order they come in
+    assert spans.table.equals(SpanFacts.from_records(shuffled, ["scripted-test"]).table)
 
     # Samples scrambled in place (same size and time): `score` does not read them.
     samples = RunStore(folder).samples_path(run.manifest, TASKS[0])
@@ -52,7 +65,7 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
     assert outputs(folder) == written
 
     # A damaged index is one line naming it.
-    votes = next((folder / SCORE_INDEX).glob("*single_pass*.arrow"))
+    votes = next((folder / SCORE_INDEX).glob("*single_pass*.votes.*.arrow"))
     kept = votes.read_bytes()
     votes.write_bytes(kept[: len(kept) // 2])
     damaged = cli("score", "--samples", str(folder))

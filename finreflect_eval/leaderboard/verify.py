@@ -26,7 +26,7 @@ from finreflect_eval.records import (
     parse,
     read_json,
 )
-from finreflect_eval.scoring import FailurePolicy, compute_results
+from finreflect_eval.scoring import FailurePolicy, compute_results, score_tables
 from finreflect_eval.store import load_run, newest
 from finreflect_eval.tasks import TASK_OVERRIDES, TaskIndex
 
@@ -115,13 +115,14 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
             "refused: these results were scored with --allow-failures; a leaderboard run has no "
             "failed calls (rerun the same command to retry them, then score again)"
         )
-    failed = FailurePolicy().problems(records, panel)
+    spans, votes = score_tables(manifest, records, panel)
+    failed = FailurePolicy().problems(spans, panel)
     if failed:
         raise FinReflectError(f"refused: {failed[0]}; rerun the same command to retry them")
     _check_spans(records, dataset, registered)
     _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     # Every number must follow from the submitted samples.
-    recomputed = compute_results(manifest, records, panel)
+    recomputed = compute_results(manifest, panel, spans, votes)
     difference = first_difference(
         results.model_dump(mode="json", by_alias=True),
         recomputed.model_dump(mode="json", by_alias=True),

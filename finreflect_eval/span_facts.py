@@ -1,0 +1,145 @@
+"""What scoring reads of one task's records, as columns: one row per span.
+
+At the benchmark's size a task's records hold hundreds of thousands of triples; turning them into
+objects costs seconds on every `score`. Scoring needs only a few facts per span: counts (triples,
+CheckRules passes, reference overlap), failures, tokens, and, for the review queue, the span's
+text and triples. They are computed once from the records when the judge stage saves the run
+(the score index keeps them as an Arrow table) and read back in a moment; from records they are
+computed the same way, so both give the same numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from finreflect_eval import metrics
+from finreflect_eval.records import SampleRecord
+from finreflect_eval.schema import CHECK_RULES, CheckRulesReport, count_rule_passes
+from finreflect_eval.tables import arrow_bytes, read_arrow
+
+TRIPLE_FIELDS = ("subject", "subject_type", "relation", "object", "object_type")
+RULE_COUNTS = (*CHECK_RULES, "all_rules")
+_TRIPLE = pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])
+_SPAN_COLUMNS = {
+    "doc_id": pa.int64(),
+    "task": pa.string(),
+    "span_id": pa.string(),
+    "text": pa.large_string(),
+    "triples": pa.large_list(_TRIPLE),
+    "rule_checks": pa.int64(),
+    **{f"passed:{rule}": pa.int64() for rule in RULE_COUNTS},
+    "reference_predicted": pa.int64(),
+    "reference_gold": pa.int64(),
+    "reference_matched": pa.int64(),
+    "failed": pa.bool_(),
+    "transport_failed": pa.bool_(),
+    "failures": pa.list_(pa.string()),
+    "extract_prompt_tokens": pa.int64(),
+    "extract_completion_tokens": pa.int64(),
+}
+_PANEL_COLUMNS = {
+    "judge_errors": pa.int64(),
+    "judge_transport_failures": pa.list_(pa.string()),
+    "judge_prompt_tokens": pa.int64(),
+    "judge_completion_tokens": pa.int64(),
+}
+
+
+@dataclass
+class SpanFacts:
+    """The spans of one task in `doc_id` order (see the module's docstring); the judge calls'
+    facts per panel, in columns named `<fact>:<panel>`."""
+
+    table: pa.Table
+
+    @classmethod
+    def from_records(cls, records: Sequence[SampleRecord], panels: Sequence[str]) -> SpanFacts:
+        rows = sorted(records, key=lambda r: r.doc_id)
+        columns: dict[str, list] = {name: [] for name in _SPAN_COLUMNS}
+        columns |= {f"{name}:{panel}": [] for panel in panels for name in _PANEL_COLUMNS}
+        for record in rows:
+            mine = {metrics.triple_key(t) for t in record.triples}
+            gold = {metrics.triple_key(t) for t in record.reference}
+            passed = count_rule_passes(record.rule_checks)
+            facts = {
+                "doc_id": record.doc_id,
+                "task": record.task,
+                "span_id": record.span_id,
+                "text": record.text,
+                "triples": [t.model_dump() for t in record.triples],
+                "rule_checks": len(record.rule_checks),
+                **{f"passed:{rule}": count for rule, count in passed.items()},
+                "reference_predicted": len(mine),
+                "reference_gold": len(gold),
+                "reference_matched": len(mine & gold),
+                "failed": record.failed,
+                "transport_failed": any(step.transport_failed for step in record.steps),
+                "failures": record.failures,
+                "extract_prompt_tokens": sum(step.prompt_tokens for step in record.steps),
+                "extract_completion_tokens": sum(step.completion_tokens for step in record.steps),
+            }
+            for panel in panels:
+                calls = record.judge_calls.get(panel, [])
+                facts |= {
+                    f"judge_errors:{panel}": sum(call.error is not None for call in calls),
+                    f"judge_transport_failures:{panel}": [
+                        f"judge {c.model} {c.step}: {c.error}" for c in calls if c.transport_failed
+                    ],
+                    f"judge_prompt_tokens:{panel}": sum(call.prompt_tokens for call in calls),
+                    f"judge_completion_tokens:{panel}": sum(
+                        call.completion_tokens for call in calls
+                    ),
+                }
+            for name, value in facts.items():
+                columns[name].append(value)
+        types = _SPAN_COLUMNS | {
+            f"{name}:{panel}": kind for panel in panels for name, kind in _PANEL_COLUMNS.items()
+        }
+        arrays = {name: pa.array(values, types[name]) for name, values in columns.items()}
+        return cls(pa.table(arrays))
+
+    @classmethod
+    def read(cls, path: Path, panels: Sequence[str]) -> SpanFacts:
+        """The table of a file, which must hold the facts of exactly `panels`."""
+        expected = [*_SPAN_COLUMNS, *(f"{n}:{p}" for p in panels for n in _PANEL_COLUMNS)]
+        return cls(read_arrow(path, "span table", expected, f"panels {', '.join(panels)}"))
+
+    def to_bytes(self) -> bytes:
+        return arrow_bytes(self.table)
+
+    def __len__(self) -> int:
+        return self.table.num_rows
+
+    def column(self, name: str) -> np.ndarray:
+        return self.table.column(name).to_numpy()
+
+    def strings(self, name: str) -> list:
+        return self.table.column(name).to_pylist()
+
+    def total(self, name: str) -> int:
+        return int(self.column(name).sum())
+
+    def extraction_metrics(self) -> dict[str, Any]:
+        """The task's `metrics.extraction_metrics`."""
+        rules = CheckRulesReport.of_counts(
+            self.total("rule_checks"), {rule: self.total(f"passed:{rule}") for rule in RULE_COUNTS}
+        )
+        overlap = tuple(self.total(f"reference_{n}") for n in ("predicted", "gold", "matched"))
+        n_triples = int(pc.sum(pc.list_value_length(self.table.column("triples"))).as_py() or 0)
+        return metrics.extraction_metrics(
+            len(self), n_triples, rules, overlap, failed=self.total("failed")
+        )
+
+    def triples(self, spans: np.ndarray, indices: np.ndarray) -> list[list[str]]:
+        """The triple at `indices[i]` of the span at row `spans[i]`, as its five strings."""
+        triples = self.table.column("triples").combine_chunks()
+        flat = triples.flatten().take(pa.array(triples.offsets.to_numpy()[spans] + indices))
+        fields = [flat.field(name).to_pylist() for name in TRIPLE_FIELDS]
+        return [list(values) for values in zip(*fields, strict=True)]
