@@ -276,8 +276,8 @@ def review_jsonl(items: list[dict[str, Any]]) -> str:
     return "".join(lines)
 
 
-def _json(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+# As pydantic writes JSON; one encoder, not one per call (json.dumps makes one each time).
+_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
 def review_csv(items: list[dict[str, Any]], judges: list[str]) -> str:
