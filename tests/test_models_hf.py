@@ -4,6 +4,7 @@ model built in the test."""
 import pytest
 
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.judging import triple_verdicts_model
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
 from finreflect_eval.schema import load_schema
 
@@ -24,7 +25,7 @@ def spec(model_dir, **args):
     return ModelSpec(str(model_dir), "hf", {"batch_size": 3, **args})
 
 
-@pytest.mark.parametrize("structured_backend", ["llguidance", "outlines_core"])
+@pytest.mark.parametrize("structured_backend", ["llguidance", "outlines_core", "xgrammar"])
 def test_constrained_outputs_all_parse(tiny_model_dir, structured_backend):
     with load_model(spec(tiny_model_dir, structured_backend=structured_backend)) as lm:
         results = lm.generate(requests())
@@ -44,6 +45,38 @@ def test_one_compiled_generator_per_schema(tiny_model_dir):
         lm.generate(requests(4))
         lm.generate(requests(2))
         assert len(lm._generators) == 1
+
+
+@pytest.mark.parametrize(
+    ("structured_backend", "engine"),
+    [
+        ("llguidance", "LLGuidanceBackend"),
+        ("outlines_core", "OutlinesCoreBackend"),
+        ("xgrammar", "XGrammarBackend"),
+    ],
+)
+def test_the_grammar_engine_is_set_up_once_per_loaded_model(
+    tiny_model_dir, structured_backend, engine, monkeypatch
+):
+    # Setting one up reads the whole vocabulary (seconds for a 262k one): not once per schema,
+    # so a judge's schema per triple count costs milliseconds.
+    import outlines.backends
+
+    made = []
+
+    class Counted(getattr(outlines.backends, engine)):
+        def __init__(self, model):
+            made.append(model)
+            super().__init__(model)
+
+    monkeypatch.setattr(outlines.backends, engine, Counted)
+    with load_model(spec(tiny_model_dir, structured_backend=structured_backend)) as lm:
+        for n_triples in (1, 2, 3):
+            lm.prepare(triple_verdicts_model(n_triples).model_json_schema())
+        results = lm.generate(requests(2))
+        assert all(result.ok for result in results)
+        assert len(lm._generators) == 4
+    assert len(made) == 1
 
 
 def test_second_run_is_served_from_the_cache(tiny_model_dir, tmp_path):

@@ -11,6 +11,7 @@ import logging
 import os
 import shutil
 import tempfile
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -166,7 +167,7 @@ class HFModel(LM):
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
         self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
         self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
-        self._xgrammar_compiler: Any = None
+        self._structured_engine: Any = None  # see `_structured`
         self.prefix_cache: PrefixCache | None = None
         if prefix_cache_tokens > 0:
             if supports_prefix_reuse(self.hf_model):
@@ -261,7 +262,9 @@ class HFModel(LM):
         """The compiled generator for a schema, built on first use and reused after."""
         key = json.dumps(schema, sort_keys=True)
         if key not in self._generators:
+            started = time.perf_counter()
             self._generators[key] = self._compile(schema)
+            self.stats["grammar_seconds"] += time.perf_counter() - started
         return self._generators[key]
 
     def _compile(self, schema: JsonSchema | None) -> Any:
@@ -274,22 +277,37 @@ class HFModel(LM):
         if schema is None:
             return outlines.Generator(self.outlines_model, None)
         schema = closed_schema(schema)
+        backend = self._structured()
         if self.structured_backend == "outlines_core":
-            output_type = OutlinesJsonSchema(json.dumps(schema), whitespace_pattern=WHITESPACE)
+            term = OutlinesJsonSchema(json.dumps(schema), whitespace_pattern=WHITESPACE)
+            processor = backend.get_json_schema_logits_processor(term.schema, WHITESPACE)
         elif self.structured_backend == "llguidance":
             compact = {**schema, "x-guidance": {"whitespace_flexible": False}}
-            output_type = OutlinesJsonSchema(json.dumps(compact))
+            term = OutlinesJsonSchema(json.dumps(compact))
+            processor = backend.get_json_schema_logits_processor(term.schema)
         else:  # xgrammar: outlines does not pass `any_whitespace`, so compile it here
-            from outlines.backends.xgrammar import XGrammarBackend, XGrammarLogitsProcessor
+            from outlines.backends.xgrammar import XGrammarLogitsProcessor
 
-            if self._xgrammar_compiler is None:
-                self._xgrammar_compiler = XGrammarBackend(self.outlines_model).grammar_compiler
-            grammar = self._xgrammar_compiler.compile_json_schema(
+            grammar = backend.grammar_compiler.compile_json_schema(
                 json.dumps(schema), any_whitespace=False
             )
             processor = XGrammarLogitsProcessor(grammar, self.outlines_model.tensor_library_name)
-            return SteerableGenerator.from_processor(self.outlines_model, processor)
-        return outlines.Generator(self.outlines_model, output_type, backend=self.structured_backend)
+        return SteerableGenerator.from_processor(self.outlines_model, processor)
+
+    def _structured(self) -> Any:
+        """The loaded model's outlines backend for its `structured_backend`, made once: making
+        one sets up the tokenizer's vocabulary for the grammar engine (seconds for a large
+        one), which `outlines.Generator` would redo for every schema."""
+        if self._structured_engine is None:
+            from outlines.backends import LLGuidanceBackend, OutlinesCoreBackend, XGrammarBackend
+
+            engines = {
+                "llguidance": LLGuidanceBackend,
+                "outlines_core": OutlinesCoreBackend,
+                "xgrammar": XGrammarBackend,
+            }
+            self._structured_engine = engines[self.structured_backend](self.outlines_model)
+        return self._structured_engine
 
     def model_input(self, request: GenerationRequest) -> Any:
         """What outlines gets: chat messages for a chat model (it applies the template, once);
