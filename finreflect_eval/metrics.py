@@ -81,21 +81,55 @@ def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
 # --- averages and confidence intervals over spans ---
 
 
-def micro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
+@dataclass(frozen=True)
+class SpanScores:
+    """The scored items of each span that has any, spans in the order their first item comes:
+    the span's id, the sum of its items' scores and their number. Every score is 0, 0.5 or 1,
+    so every sum is exact and the averages are those of the items one by one."""
+
+    ids: list[str]
+    sums: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def of(cls, per_span: Mapping[str, Sequence[float]]) -> SpanScores:
+        """From each span's scores (spans without any left out)."""
+        kept = {span: np.asarray(scores, dtype=float) for span, scores in per_span.items()}
+        kept = {span: scores for span, scores in kept.items() if len(scores)}
+        return cls(
+            list(kept),
+            np.array([scores.sum() for scores in kept.values()], dtype=float),
+            np.array([len(scores) for scores in kept.values()], dtype=np.int64),
+        )
+
+    @classmethod
+    def group(
+        cls, spans: np.ndarray, span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray
+    ) -> SpanScores:
+        """The kept items' scores summed by span (`spans`: each item's index into `span_ids`)."""
+        sums = np.bincount(spans[keep], weights=scores[keep], minlength=len(span_ids))
+        counts = np.bincount(spans[keep], minlength=len(span_ids))
+        present, first = np.unique(spans[keep], return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        return cls([span_ids[span] for span in order.tolist()], sums[order], counts[order])
+
+    def means(self) -> np.ndarray:
+        return self.sums / self.counts
+
+
+def micro_average(per_span: SpanScores) -> float | None:
     """Mean over all items, whatever span they belong to."""
-    arrays = [np.asarray(scores, dtype=float) for scores in per_span.values()]
-    values = np.concatenate(arrays) if arrays else np.empty(0)
-    return float(np.mean(values)) if len(values) else None
+    total = per_span.counts.sum()
+    return float(per_span.sums.sum() / total) if total else None
 
 
-def macro_average(per_span: Mapping[str, Sequence[float]]) -> float | None:
+def macro_average(per_span: SpanScores) -> float | None:
     """Mean over spans of each span's mean."""
-    means = [np.mean(scores) for scores in per_span.values() if len(scores)]
-    return float(np.mean(means)) if means else None
+    return float(np.mean(per_span.means())) if len(per_span.ids) else None
 
 
 def bootstrap(
-    per_span: Mapping[str, Sequence[float]],
+    per_span: SpanScores,
     aggregation: Aggregation,
     *,
     seed: int,
@@ -103,24 +137,21 @@ def bootstrap(
 ) -> tuple[list[float] | None, float | None]:
     """The percentile CI and the standard error (the statistics' standard deviation) of the
     average, resampling spans with replacement (seeded); ×100."""
-    groups = [np.asarray(s, dtype=float) for s in per_span.values() if len(s)]
-    if not groups:
+    if not per_span.ids:
         return None, None
     rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(groups), size=(iterations, len(groups)))
+    picks = rng.integers(0, len(per_span.ids), size=(iterations, len(per_span.ids)))
     if aggregation == "micro":
-        sums = np.array([g.sum() for g in groups])[picks].sum(axis=1)
-        counts = np.array([len(g) for g in groups])[picks].sum(axis=1)
-        stats = sums / counts
+        stats = per_span.sums[picks].sum(axis=1) / per_span.counts[picks].sum(axis=1)
     else:
-        stats = np.array([g.mean() for g in groups])[picks].mean(axis=1)
+        stats = per_span.means()[picks].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.percentile(stats, [tail, 100 - tail])
     return [_pct(low), _pct(high)], _pct(np.std(stats, ddof=1))
 
 
 def overall(
-    parts: Sequence[tuple[Aggregation, Mapping[str, Sequence[float]]]],
+    parts: Sequence[tuple[Aggregation, SpanScores]],
     span_ids: Sequence[str],
     *,
     seed: int,
@@ -140,8 +171,8 @@ def overall(
         if point is None:
             continue
         sums, counts = np.zeros(len(span_ids)), np.zeros(len(span_ids))
-        for span_id, values in per_span.items():
-            sums[position[span_id]], counts[position[span_id]] = sum(values), len(values)
+        rows = [position[span_id] for span_id in per_span.ids]
+        sums[rows], counts[rows] = per_span.sums, per_span.counts
         if aggregation == "macro":  # each span with items counts once, by its mean
             sums = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
             counts = (counts > 0).astype(float)
@@ -153,11 +184,11 @@ def overall(
     return score, [_pct(low), _pct(high)]
 
 
-def average(aggregation: Aggregation, per_span: Mapping[str, Sequence[float]]) -> float | None:
+def average(aggregation: Aggregation, per_span: SpanScores) -> float | None:
     return (micro_average if aggregation == "micro" else macro_average)(per_span)
 
 
-def mean_of_averages(parts: Sequence[tuple[Aggregation, Mapping[str, Sequence[float]]]]):
+def mean_of_averages(parts: Sequence[tuple[Aggregation, SpanScores]]):
     """×100: the mean of the parts' averages (those defined)."""
     present = [average(a, per_span) for a, per_span in parts]
     present = [p for p in present if p is not None]
@@ -220,7 +251,7 @@ class CriterionScores:
     abstentions: int
     per_judge: dict[str, float | None] = field(default_factory=dict)
     agreement: dict[str, Any] = field(default_factory=dict)
-    per_span: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    per_span: SpanScores | None = field(default=None, repr=False)
 
 
 ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention
@@ -314,13 +345,14 @@ def score_codes(
     Vectorised over items: the same decision rule as `aggregate`. Every label scores 0, 0.5 or
     1, so every sum is exact whatever its order: the numbers are those of scoring item by item."""
     outcome = Outcomes.of(codes, n_votes)
-    per_span = _by_span(spans, span_ids, outcome.score, outcome.scored)
+    per_span = SpanScores.group(spans, span_ids, outcome.score, outcome.scored)
     judged = ~synthetic
     per_judge = {}
     for column, judge in enumerate(judges):
         voted = judged & (codes[:, column] >= 0)
         scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
-        per_judge[judge] = _pct(average(aggregation, _by_span(spans, span_ids, scores, voted)))
+        by_span = SpanScores.group(spans, span_ids, scores, voted)
+        per_judge[judge] = _pct(average(aggregation, by_span))
     ci, stderr = bootstrap(per_span, aggregation, seed=seed)
     return CriterionScores(
         score=_pct(average(aggregation, per_span)),
@@ -336,23 +368,6 @@ def score_codes(
         agreement=_alpha(codes[judged], judges),
         per_span=per_span,
     )
-
-
-def _by_span(
-    spans: np.ndarray, span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray
-) -> dict[str, np.ndarray]:
-    """The kept scores grouped by span (in row order), spans in the order they first appear
-    among them."""
-    rows = np.flatnonzero(keep)
-    order = np.argsort(spans[rows], kind="stable")
-    grouped = spans[rows][order]
-    starts = np.flatnonzero(np.r_[True, grouped[1:] != grouped[:-1]]) if len(rows) else rows
-    groups = np.split(scores[rows][order], starts[1:])
-    first_rows = order[starts]  # a span's earliest kept row: stable sort puts it first
-    return {
-        span_ids[grouped[start]]: groups[g]
-        for g, start in sorted(enumerate(starts), key=lambda pair: first_rows[pair[0]])
-    }
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pytest
 from finreflect_eval.metrics import (
     Item,
     Outcomes,
+    SpanScores,
     aggregate,
     bootstrap,
     code_label,
@@ -73,7 +74,7 @@ def test_the_vectorised_rule_is_the_item_rule(labels):
 
 def test_micro_and_macro_differ():
     # span s1: one triple judged 1; span s2: three triples judged 0
-    per_span = {"s1": [1.0], "s2": [0.0, 0.0, 0.0]}
+    per_span = SpanScores.of({"s1": [1.0], "s2": [0.0, 0.0, 0.0]})
     assert micro_average(per_span) == pytest.approx(0.25)
     assert macro_average(per_span) == pytest.approx(0.5)
 
@@ -104,13 +105,14 @@ def test_comprehensiveness_maps_levels_and_macro_averages():
 
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
-    per_span = {f"s{i}": [float(i % 2), 1.0] for i in range(20)}
+    per_span = SpanScores.of({f"s{i}": [float(i % 2), 1.0] for i in range(20)})
     first, stderr = bootstrap(per_span, "micro", seed=7)
     assert (first, stderr) == bootstrap(per_span, "micro", seed=7)
     assert first[0] <= micro_average(per_span) * 100 <= first[1]
     assert 0 < stderr < first[1] - first[0]  # about a quarter of a 95% interval's width
-    assert bootstrap({"s1": [1.0], "s2": [1.0]}, "macro", seed=1) == ([100.0, 100.0], 0.0)
-    assert bootstrap({}, "micro", seed=1) == (None, None)
+    both_one = SpanScores.of({"s1": [1.0], "s2": [1.0]})
+    assert bootstrap(both_one, "macro", seed=1) == ([100.0, 100.0], 0.0)
+    assert bootstrap(SpanScores.of({"s1": []}), "micro", seed=1) == (None, None)
 
 
 def _items(matrix):
