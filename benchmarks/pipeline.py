@@ -161,16 +161,19 @@ def demo_run(folder: Path, spans: int) -> list[list[str]]:
         hf_seconds = timed_run(model="gemma-3-270m", judges="demo")
     finally:
         HFModel.close = close
-    judging = {key: sum(s.get(key, 0) for s in stats[1:]) for key in stats[0]}
+    keys = {key for one in stats for key in one}
+    candidate, judging = (
+        {key: sum(s.get(key, 0) for s in part) for key in keys} for part in (stats[:1], stats[1:])
+    )
     rows = [
         [f"demo run, {spans} spans, extraction + 3 judges, hf", f"{hf_seconds:.0f} s", "CPU"],
-        prompt_tokens("extraction, demo run", stats[0], "prefix reuse"),
+        prompt_tokens("extraction, demo run", candidate, "prefix reuse"),
         prompt_tokens("judging, demo run", judging, "prefix reuse"),
         [
             "(d) grammars compiled, demo run",
-            f"{stats[0]['grammars'] + judging['grammars']}",
-            f"extraction {stats[0]['grammars']}, judging {judging['grammars']}; "
-            f"{stats[0]['grammar_seconds'] + judging['grammar_seconds']:.2f} s to compile",
+            f"{candidate['grammars'] + judging['grammars']}",
+            f"extraction {candidate['grammars']}, judging {judging['grammars']}; "
+            f"{candidate['grammar_seconds'] + judging['grammar_seconds']:.2f} s to compile",
         ],
     ]
     from support import llama_server

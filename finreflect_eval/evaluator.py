@@ -397,13 +397,13 @@ def judge(
 def check_extraction(run: Run, policy: FailurePolicy) -> None:
     """A one-line error when the extraction failed (see FailurePolicy): judge nothing yet."""
     if not policy.allow_failures:
-        policy.check(scoring.span_facts(run.records), run.folder)
+        policy.check(scoring.facts_from_records(run.records), run.folder)
 
 
 def check_judging(run: Run, panel: str) -> None:
     """A one-line error when judge calls failed in transport (their votes are missing)."""
-    spans = scoring.span_facts(run.records, [panel])
-    lost = {task: scoring.failures_of(facts, panel) for task, facts in spans.items()}
+    span_facts, _ = scoring.score_tables(run.manifest, run.records, panel, run.span_facts)
+    lost = {task: scoring.failures_of(facts, panel) for task, facts in span_facts.items()}
     lost = {task: f for task, f in lost.items() if f.judge_transport_calls}
     if lost:
         task, failed = next(iter(lost.items()))
@@ -419,14 +419,14 @@ def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = Non
     fails the failure policy."""
     policy = policy or FailurePolicy()
     panel = scoring.choose_panel(run.manifest, panel)
-    spans, votes = scoring.score_tables(
-        run.manifest, run.records, panel, run.spans, run.votes.get(panel)
+    span_facts, votes = scoring.score_tables(
+        run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
-    policy.check(spans, run.folder, panel)
-    results = scoring.compute_results(run.manifest, panel, spans, votes)
-    if policy.allow_failures and policy.problems(spans, panel):
+    policy.check(span_facts, run.folder, panel)
+    results = scoring.compute_results(run.manifest, panel, span_facts, votes)
+    if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
-    review = scoring.review_queue(spans, votes)
+    review = scoring.review_queue(span_facts, votes)
     run.store.write_results(results, review)
     return results
 

@@ -92,17 +92,6 @@ class SpanScores:
     counts: np.ndarray
 
     @classmethod
-    def of(cls, per_span: Mapping[str, Sequence[float]]) -> SpanScores:
-        """From each span's scores (spans without any left out)."""
-        kept = {span: np.asarray(scores, dtype=float) for span, scores in per_span.items()}
-        kept = {span: scores for span, scores in kept.items() if len(scores)}
-        return cls(
-            list(kept),
-            np.array([scores.sum() for scores in kept.values()], dtype=float),
-            np.array([len(scores) for scores in kept.values()], dtype=np.int64),
-        )
-
-    @classmethod
     def group(
         cls, spans: np.ndarray, span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray
     ) -> SpanScores:
@@ -249,9 +238,9 @@ class CriterionScores:
     split: int
     no_majority: int
     abstentions: int
+    per_span: SpanScores = field(repr=False)
     per_judge: dict[str, float | None] = field(default_factory=dict)
     agreement: dict[str, Any] = field(default_factory=dict)
-    per_span: SpanScores | None = field(default=None, repr=False)
 
 
 ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention

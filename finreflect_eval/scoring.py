@@ -69,37 +69,47 @@ def score_tables(
     manifest: Manifest,
     records: dict[str, list[SampleRecord]],
     panel: str,
-    spans: dict[str, SpanFacts] | None = None,
+    span_facts: dict[str, SpanFacts] | None = None,
     votes: dict[str, VoteTable] | None = None,
 ) -> tuple[dict[str, SpanFacts], dict[str, VoteTable]]:
-    """Per task (in the manifest's order) what scoring reads: its spans' facts and the panel's
-    votes, those given (read from a score index), the others taken from the records."""
-    spans, votes = spans or {}, votes or {}
+    """What scoring reads, per task in the manifest's order: its spans' facts and the panel's
+    votes; those given (the score index), the others taken from the records."""
+    span_facts, votes = span_facts or {}, votes or {}
     judges = [member.name for member in manifest.judging[panel].judges]
-    tasks = [task for task in manifest.tasks if task in spans or task in records]
+    tasks = [task for task in manifest.tasks if task in span_facts or task in records]
     return (
-        {task: spans.get(task) or SpanFacts.from_records(records[task], [panel]) for task in tasks},
         {
-            task: votes.get(task) or VoteTable.from_records(records[task], panel, judges)
+            task: span_facts[task]
+            if task in span_facts
+            else SpanFacts.from_records(records[task], [panel])
+            for task in tasks
+        },
+        {
+            task: votes[task]
+            if task in votes
+            else VoteTable.from_records(records[task], panel, judges)
             for task in tasks
         },
     )
 
 
-def span_facts(
+def facts_from_records(
     records: dict[str, list[SampleRecord]], panels: Sequence[str] = ()
 ) -> dict[str, SpanFacts]:
     """Per task, what scoring reads of its records, with the judge calls of `panels`."""
     return {task: SpanFacts.from_records(rows, panels) for task, rows in records.items()}
 
 
-def _span_positions(spans: SpanFacts, table: VoteTable) -> np.ndarray:
-    """For each item of the table, the row of its span in `spans` (in `doc_id` order)."""
-    return np.searchsorted(spans.column("doc_id"), table.column("doc_id"))
+def _span_positions(facts: SpanFacts, table: VoteTable) -> np.ndarray:
+    """For each item of the table, the row of its span in `facts` (in `doc_id` order)."""
+    return np.searchsorted(facts.column("doc_id"), table.column("doc_id"))
 
 
 def compute_results(
-    manifest: Manifest, panel: str, spans: dict[str, SpanFacts], votes: dict[str, VoteTable]
+    manifest: Manifest,
+    panel: str,
+    span_facts: dict[str, SpanFacts],
+    votes: dict[str, VoteTable],
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`)."""
     judging = manifest.judging[panel]
@@ -107,12 +117,12 @@ def compute_results(
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
     results, details, agreement, metric_names = {}, {}, {}, {}
     parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
-    for task, facts in spans.items():
+    for task, facts in span_facts.items():
         info = manifest.tasks[task]
         wanted = {m.metric: m.aggregation for m in info.metric_list}
         table = votes[task]
         item_criteria, positions = table.criteria(), _span_positions(facts, table)
-        span_ids = facts.strings("span_id")
+        span_ids = facts.python_values("span_id")
         extraction = facts.extraction_metrics()
         entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(facts)}
         criteria = {}
@@ -181,7 +191,9 @@ def compute_results(
         group: _group_entry(group, [t for t in members if t in results], results, metric_names)
         for group, members in manifest.groups.items()
     }
-    span_ids = list(dict.fromkeys(i for facts in spans.values() for i in facts.strings("span_id")))
+    span_ids = list(
+        dict.fromkeys(i for facts in span_facts.values() for i in facts.python_values("span_id"))
+    )
     score, ci = metrics.overall([p for ps in parts.values() for p in ps], span_ids, seed=seed)
     overall = Overall(
         score=score,
@@ -208,7 +220,7 @@ def compute_results(
         },
         n_samples={
             task: SampleCount(original=manifest.tasks[task].dataset.size, effective=len(facts))
-            for task, facts in spans.items()
+            for task, facts in span_facts.items()
         },
         config=RunSettings(
             model=model.backend,
@@ -260,10 +272,10 @@ class FailurePolicy:
     max_invalid_share: float = 0.2
     allow_failures: bool = False
 
-    def problems(self, spans: dict[str, SpanFacts], panel: str | None = None) -> list[str]:
+    def problems(self, span_facts: dict[str, SpanFacts], panel: str | None = None) -> list[str]:
         """One line per task that fails the policy."""
         lines = []
-        for task, facts in spans.items():
+        for task, facts in span_facts.items():
             failed = failures_of(facts, panel)
             counts = []
             if failed.transport_spans:
@@ -279,10 +291,12 @@ class FailurePolicy:
                 lines.append(f"task {task}: {', '.join(counts)} (first: {failed.first})")
         return lines
 
-    def check(self, spans: dict[str, SpanFacts], folder: Path, panel: str | None = None) -> None:
+    def check(
+        self, span_facts: dict[str, SpanFacts], folder: Path, panel: str | None = None
+    ) -> None:
         """A one-line error when a run's spans fail the policy (unless failures are allowed);
         `folder` holds its samples."""
-        problems = self.problems(spans, panel)
+        problems = self.problems(span_facts, panel)
         if problems and not self.allow_failures:
             more = f" (and {len(problems) - 1} more task(s))" if len(problems) > 1 else ""
             raise FinReflectError(
@@ -291,15 +305,15 @@ class FailurePolicy:
             )
 
 
-def failures_of(spans: SpanFacts, panel: str | None) -> Failures:
+def failures_of(facts: SpanFacts, panel: str | None) -> Failures:
     """A task's failed calls: extraction spans failed in transport or with invalid output after
     retries, and judge calls of `panel` failed in transport."""
-    transport = spans.column("transport_failed")
-    invalid = spans.column("failed") & ~transport
-    failures = spans.table.column("failures")
+    transport = facts.column("transport_failed")
+    invalid = facts.column("failed") & ~transport
+    failures = facts.table.column("failures")
     rows = [*np.flatnonzero(transport).tolist(), *np.flatnonzero(invalid).tolist()]
     messages = [message for row in rows for message in failures[row].as_py()]
-    judge_calls = [] if panel is None else spans.strings(f"judge_transport_failures:{panel}")
+    judge_calls = [] if panel is None else facts.python_values(f"judge_transport_failures:{panel}")
     messages += [message for calls in judge_calls for message in calls]
     return Failures(
         transport_spans=int(transport.sum()),
@@ -334,13 +348,13 @@ def _unix_time(run: str) -> float:
 
 
 def review_queue(
-    spans: dict[str, SpanFacts], votes: dict[str, VoteTable]
+    span_facts: dict[str, SpanFacts], votes: dict[str, VoteTable]
 ) -> dict[str, list[dict[str, Any]]]:
     """Per task: the items the panel split on, could not score, or had no majority for, with
     each judge's vote (what it reads: see `score_tables`); each as `ReviewItem`'s fields, ready
     to write (there can be hundreds of thousands)."""
     queue: dict[str, list[dict[str, Any]]] = {}
-    for task, facts in spans.items():
+    for task, facts in span_facts.items():
         table = votes[task]
         outcome = metrics.Outcomes.of(
             table.codes(), np.full(table.table.num_rows, len(table.judges))
@@ -364,11 +378,11 @@ def review_queue(
         indices = table.column("index")[flagged]
         per_triple = np.isin(criteria, [CRITERION_NAMES.index(name) for name in TRIPLE_CRITERIA])
         triples = iter(facts.triples(positions[per_triple], indices[per_triple]))
-        tasks, span_ids, texts = (facts.strings(name) for name in ("task", "span_id", "text"))
+        span_ids, texts = facts.python_values("span_id"), facts.python_values("text")
         queue[task] = [
             {
                 "format_version": FORMAT_VERSION,
-                "task": tasks[position],
+                "task": task,
                 "span_id": span_ids[position],
                 "criterion": CRITERION_NAMES[criterion],
                 "triple_index": index if triple else None,

@@ -20,19 +20,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finreflect_eval import metrics
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import SampleRecord
-from finreflect_eval.schema import CHECK_RULES, CheckRulesReport, count_rule_passes
+from finreflect_eval.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
 from finreflect_eval.tables import arrow_bytes, read_arrow
 
-TRIPLE_FIELDS = ("subject", "subject_type", "relation", "object", "object_type")
+TRIPLE_FIELDS = tuple(Triple.model_fields)
 RULE_COUNTS = (*CHECK_RULES, "all_rules")
-_TRIPLE = pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])
 _SPAN_COLUMNS = {
     "doc_id": pa.int64(),
-    "task": pa.string(),
     "span_id": pa.string(),
     "text": pa.large_string(),
-    "triples": pa.large_list(_TRIPLE),
+    "triples": pa.large_list(pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])),
     "rule_checks": pa.int64(),
     **{f"passed:{rule}": pa.int64() for rule in RULE_COUNTS},
     "reference_predicted": pa.int64(),
@@ -52,6 +51,12 @@ _PANEL_COLUMNS = {
 }
 
 
+def _columns(panels: Sequence[str]) -> dict[str, pa.DataType]:
+    """The table's columns: the spans', then each panel's judge calls' as `<fact>:<panel>`."""
+    by_panel = {f"{n}:{p}": kind for p in panels for n, kind in _PANEL_COLUMNS.items()}
+    return _SPAN_COLUMNS | by_panel
+
+
 @dataclass
 class SpanFacts:
     """The spans of one task in `doc_id` order (see the module's docstring); the judge calls'
@@ -62,15 +67,14 @@ class SpanFacts:
     @classmethod
     def from_records(cls, records: Sequence[SampleRecord], panels: Sequence[str]) -> SpanFacts:
         rows = sorted(records, key=lambda r: r.doc_id)
-        columns: dict[str, list] = {name: [] for name in _SPAN_COLUMNS}
-        columns |= {f"{name}:{panel}": [] for panel in panels for name in _PANEL_COLUMNS}
+        types = _columns(panels)
+        columns: dict[str, list] = {name: [] for name in types}
         for record in rows:
             mine = {metrics.triple_key(t) for t in record.triples}
             gold = {metrics.triple_key(t) for t in record.reference}
             passed = count_rule_passes(record.rule_checks)
             facts = {
                 "doc_id": record.doc_id,
-                "task": record.task,
                 "span_id": record.span_id,
                 "text": record.text,
                 "triples": [t.model_dump() for t in record.triples],
@@ -99,17 +103,15 @@ class SpanFacts:
                 }
             for name, value in facts.items():
                 columns[name].append(value)
-        types = _SPAN_COLUMNS | {
-            f"{name}:{panel}": kind for panel in panels for name, kind in _PANEL_COLUMNS.items()
-        }
         arrays = {name: pa.array(values, types[name]) for name, values in columns.items()}
         return cls(pa.table(arrays))
 
     @classmethod
     def read(cls, path: Path, panels: Sequence[str]) -> SpanFacts:
-        """The table of a file, which must hold the facts of exactly `panels`."""
-        expected = [*_SPAN_COLUMNS, *(f"{n}:{p}" for p in panels for n in _PANEL_COLUMNS)]
-        return cls(read_arrow(path, "span table", expected, f"panels {', '.join(panels)}"))
+        """The table of a file with the facts of (at least) `panels`."""
+        return cls(
+            read_arrow(path, "span table", list(_columns(panels)), f"panels {', '.join(panels)}")
+        )
 
     def to_bytes(self) -> bytes:
         return arrow_bytes(self.table)
@@ -120,7 +122,7 @@ class SpanFacts:
     def column(self, name: str) -> np.ndarray:
         return self.table.column(name).to_numpy()
 
-    def strings(self, name: str) -> list:
+    def python_values(self, name: str) -> list:
         return self.table.column(name).to_pylist()
 
     def total(self, name: str) -> int:
@@ -137,9 +139,19 @@ class SpanFacts:
             len(self), n_triples, rules, overlap, failed=self.total("failed")
         )
 
-    def triples(self, spans: np.ndarray, indices: np.ndarray) -> list[list[str]]:
-        """The triple at `indices[i]` of the span at row `spans[i]`, as its five strings."""
+    def triples(self, rows: np.ndarray, indices: np.ndarray) -> list[list[str]]:
+        """The triple at `indices[i]` of the span at `rows[i]`, as its five strings; a vote on
+        a triple its span does not have (edited samples) is a one-line error."""
         triples = self.table.column("triples").combine_chunks()
-        flat = triples.flatten().take(pa.array(triples.offsets.to_numpy()[spans] + indices))
+        offsets = triples.offsets.to_numpy()
+        beyond = np.flatnonzero(indices >= offsets[rows + 1] - offsets[rows])
+        if len(beyond):
+            row, index = rows[beyond[0]], indices[beyond[0]]
+            span_id, n_triples = self.python_values("span_id")[row], offsets[row + 1] - offsets[row]
+            raise FinReflectError(
+                f"span {span_id}: a vote on triple {index}, but the span has {n_triples} triples "
+                "(were the samples edited?)"
+            )
+        flat = triples.flatten().take(pa.array(offsets[rows] + indices))
         fields = [flat.field(name).to_pylist() for name in TRIPLE_FIELDS]
         return [list(values) for values in zip(*fields, strict=True)]

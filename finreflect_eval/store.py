@@ -47,11 +47,12 @@ class Run:
     store: RunStore
     manifest: Manifest
     records: dict[str, list[SampleRecord]]
-    """By task; for scoring, only the tasks read from their samples (see `spans`)."""
-    spans: dict[str, SpanFacts] = field(default_factory=dict)
-    """By task: what scoring reads of the records of the tasks read from the score index."""
+    """By task; loaded for scoring, only the tasks read from their samples (see `span_facts`)."""
+    span_facts: dict[str, SpanFacts] = field(default_factory=dict)
+    """By task: what scoring reads of the records, as the score index holds it (read from it,
+    or written to it by the last save)."""
     votes: dict[str, dict[str, VoteTable]] = field(default_factory=dict)
-    """By panel, by task: the votes of the tasks read from the score index."""
+    """By panel, by task: the votes as the score index holds them (see `span_facts`)."""
 
     @property
     def folder(self) -> Path:
@@ -115,27 +116,29 @@ class RunStore:
         write_atomic(self.manifest_path(manifest.run), manifest.model_dump_json(indent=2) + "\n")
 
     def save(self, run: Run) -> None:
-        """Rewrite every samples file (with its score index) and the manifest (after judging),
-        each atomically."""
+        """Rewrite every samples file (with its score index, which the run then holds) and the
+        manifest (after judging), each atomically."""
         for task, records in run.records.items():
             text = "".join(record.model_dump_json() + "\n" for record in records)
             write_atomic(self.samples_path(run.manifest, task), text)
-            self._write_score_index(run.manifest, task, records)
+            self._write_score_index(run, task)
         self.write_manifest(run.manifest)
 
-    def _write_score_index(
-        self, manifest: Manifest, task: str, records: list[SampleRecord]
-    ) -> None:
-        spans_path, vote_paths = self.score_index(manifest, task)
+    def _write_score_index(self, run: Run, task: str) -> None:
+        spans_path, vote_paths = self.score_index(run.manifest, task)
         spans_path.parent.mkdir(exist_ok=True)
-        for stale in spans_path.parent.glob(f"{self.samples_path(manifest, task).stem}.*"):
+        for stale in spans_path.parent.glob(f"{self.samples_path(run.manifest, task).stem}.*"):
             stale.unlink()  # the index of the samples this save replaced
-        rows = sorted(records, key=lambda r: r.doc_id)  # as `load` reads them
+        rows = sorted(run.records[task], key=lambda r: r.doc_id)  # as `load` reads them
         for panel, path in vote_paths.items():
-            judges = [member.name for member in manifest.judging[panel].judges]
-            write_atomic(path, VoteTable.from_records(rows, panel, judges).to_bytes())
+            judges = [member.name for member in run.manifest.judging[panel].judges]
+            votes = VoteTable.from_records(rows, panel, judges)
+            write_atomic(path, votes.to_bytes())
+            run.votes.setdefault(panel, {})[task] = votes
         # Last: the spans make the index whole (`load` reads none of an index without them).
-        write_atomic(spans_path, SpanFacts.from_records(rows, list(manifest.judging)).to_bytes())
+        facts = SpanFacts.from_records(rows, list(run.manifest.judging))
+        write_atomic(spans_path, facts.to_bytes())
+        run.span_facts[task] = facts
 
     def write_results(self, results: Results, review: dict[str, list[dict[str, Any]]]) -> Path:
         """The results file and each task's review queue (`ReviewItem`s, as JSONL and CSV)."""
@@ -152,7 +155,7 @@ class RunStore:
 
     def load(self, run: str | None = None, *, for_scoring: bool = False) -> Run:
         """A run of this folder by id, or its newest one. `for_scoring`: each task whose
-        samples have a whole score index is read from it instead (into `Run.spans` and
+        samples have a whole score index is read from it instead (into `Run.span_facts` and
         `Run.votes`: see `score_index`)."""
         path = self.manifest_path(run) if run else newest(self.folder, "manifest_*.json")
         manifest = read(Manifest, path)
@@ -164,7 +167,7 @@ class RunStore:
             index = self._whole_score_index(manifest, task) if for_scoring else None
             if index is not None:
                 spans_path, vote_paths = index
-                loaded.spans[task] = SpanFacts.read(spans_path, list(manifest.judging))
+                loaded.span_facts[task] = SpanFacts.read(spans_path, list(manifest.judging))
                 for panel, votes in vote_paths.items():
                     judges = [member.name for member in manifest.judging[panel].judges]
                     loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes, judges)

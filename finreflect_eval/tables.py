@@ -17,18 +17,19 @@ def markdown_table(header: list[str], rows: list[list[object]]) -> str:
 
 
 def read_arrow(path: Path, kind: str, columns: list[str], of_what: str) -> pa.Table:
-    """The table of a score-index file, which must have exactly `columns`; else a one-line
-    error naming the file as not the `kind` of `of_what`."""
+    """The `columns` of a score-index file, which must have them all (a table written for more
+    panels than its run's manifest names, by a save killed before the manifest, still serves);
+    else a one-line error naming the file as not the `kind` of `of_what`."""
     try:
         with pa.memory_map(str(path)) as source:
             table = pa.ipc.open_file(source).read_all()
     except (OSError, pa.ArrowException) as exc:
         raise FinReflectError(f"{path}: not a {kind} ({first_line(exc)})") from exc
-    if table.column_names != columns:
+    if not set(columns) <= set(table.column_names):
         raise FinReflectError(
-            f"{path}: not the {kind} of {of_what} (delete the folder to score from the samples)"
+            f"{path}: not the {kind} of {of_what} (delete {path.parent} to score from the samples)"
         )
-    return table
+    return table.select(columns)
 
 
 def arrow_bytes(table: pa.Table) -> bytes:

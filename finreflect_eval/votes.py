@@ -55,9 +55,12 @@ class VoteTable:
                         columns[f"reasoning:{judge}"].append(vote.reasoning if vote else "")
                         columns[f"warning:{judge}"].append(vote.warning if vote else "")
                         columns[f"synthetic:{judge}"].append(bool(vote and vote.synthetic))
-        types = {"doc_id": pa.int64(), "criterion": pa.int8(), "index": pa.int32()}
-        types |= {name: pa.int8() for name in columns if name.startswith("code:")}
-        arrays = {name: pa.array(values, types.get(name)) for name, values in columns.items()}
+        # Every column typed, so that a task without items has the same columns as any other.
+        kinds = {"doc_id": pa.int64(), "criterion": pa.int8(), "index": pa.int32()}
+        kinds |= {"synthetic": pa.bool_(), "code": pa.int8(), "reasoning": pa.string()}
+        kinds |= {"warning": pa.string()}
+        types = {name: kinds[name.split(":")[0]] for name in columns}
+        arrays = {name: pa.array(values, types[name]) for name, values in columns.items()}
         return cls(pa.table(arrays), list(judges))
 
     @classmethod

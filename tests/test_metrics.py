@@ -23,6 +23,13 @@ from finreflect_eval.metrics import (
 JUDGES = ["a", "b", "c"]
 
 
+def by_span(scores: dict[str, list[float]]) -> SpanScores:
+    """Each span's scores as `SpanScores` (spans without any left out)."""
+    kept = {span: values for span, values in scores.items() if values}
+    sums = np.array([sum(values) for values in kept.values()], dtype=float)
+    return SpanScores(list(kept), sums, np.array([len(v) for v in kept.values()]))
+
+
 def test_unanimous():
     outcome = aggregate({"a": 1, "b": 1, "c": 1})
     assert outcome.label == 1 and outcome.unanimous and not outcome.split
@@ -74,7 +81,7 @@ def test_the_vectorised_rule_is_the_item_rule(labels):
 
 def test_micro_and_macro_differ():
     # span s1: one triple judged 1; span s2: three triples judged 0
-    per_span = SpanScores.of({"s1": [1.0], "s2": [0.0, 0.0, 0.0]})
+    per_span = by_span({"s1": [1.0], "s2": [0.0, 0.0, 0.0]})
     assert micro_average(per_span) == pytest.approx(0.25)
     assert macro_average(per_span) == pytest.approx(0.5)
 
@@ -105,14 +112,14 @@ def test_comprehensiveness_maps_levels_and_macro_averages():
 
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
-    per_span = SpanScores.of({f"s{i}": [float(i % 2), 1.0] for i in range(20)})
+    per_span = by_span({f"s{i}": [float(i % 2), 1.0] for i in range(20)})
     first, stderr = bootstrap(per_span, "micro", seed=7)
     assert (first, stderr) == bootstrap(per_span, "micro", seed=7)
     assert first[0] <= micro_average(per_span) * 100 <= first[1]
     assert 0 < stderr < first[1] - first[0]  # about a quarter of a 95% interval's width
-    both_one = SpanScores.of({"s1": [1.0], "s2": [1.0]})
+    both_one = by_span({"s1": [1.0], "s2": [1.0]})
     assert bootstrap(both_one, "macro", seed=1) == ([100.0, 100.0], 0.0)
-    assert bootstrap(SpanScores.of({"s1": []}), "micro", seed=1) == (None, None)
+    assert bootstrap(by_span({"s1": []}), "micro", seed=1) == (None, None)
 
 
 def _items(matrix):

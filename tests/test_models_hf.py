@@ -1,7 +1,10 @@
 """The hf backend and the generate() contract (cache, resume, validation), on a tiny random
 model built in the test."""
 
+import importlib.util
+
 import pytest
+from conftest import missing
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import triple_verdicts_model
@@ -21,12 +24,18 @@ def requests(n=6):
     ]
 
 
+def needs(structured_backend):
+    if importlib.util.find_spec(structured_backend) is None:  # each is its module's name
+        missing(f"{structured_backend} is not installed (the [xgrammar] extra)")
+
+
 def spec(model_dir, **args):
     return ModelSpec(str(model_dir), "hf", {"batch_size": 3, **args})
 
 
 @pytest.mark.parametrize("structured_backend", ["llguidance", "outlines_core", "xgrammar"])
 def test_constrained_outputs_all_parse(tiny_model_dir, structured_backend):
+    needs(structured_backend)
     with load_model(spec(tiny_model_dir, structured_backend=structured_backend)) as lm:
         results = lm.generate(requests())
         assert lm.stats["failures"] == 0
@@ -58,6 +67,7 @@ def test_one_compiled_generator_per_schema(tiny_model_dir):
 def test_the_grammar_engine_is_set_up_once_per_loaded_model(
     tiny_model_dir, structured_backend, engine, monkeypatch
 ):
+    needs(structured_backend)
     # Setting one up reads the whole vocabulary (seconds for a 262k one): not once per schema,
     # so a judge's schema per triple count costs milliseconds.
     import outlines.backends

@@ -7,10 +7,14 @@ import json
 import os
 import re
 
+import numpy as np
+import pytest
 from support.runs import panel_file, scripted_run
 
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.metrics import _normalise
 from finreflect_eval.records import ReviewItem
+from finreflect_eval.scoring import compute_results, review_queue, score_tables
 from finreflect_eval.span_facts import SpanFacts
 from finreflect_eval.store import (
     INDEX_FORMAT,
@@ -65,13 +69,14 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
     assert outputs(folder) == written
 
     # A damaged index is one line naming it.
-    votes = next((folder / SCORE_INDEX).glob("*single_pass*.votes.*.arrow"))
-    kept = votes.read_bytes()
-    votes.write_bytes(kept[: len(kept) // 2])
-    damaged = cli("score", "--samples", str(folder))
-    assert damaged.returncode == 1 and len(damaged.stderr.strip().splitlines()) == 1
-    assert f"{votes}: not a vote table" in damaged.stderr
-    votes.write_bytes(kept)
+    for kind in ("votes", "spans"):
+        table_file = next((folder / SCORE_INDEX).glob(f"*single_pass*.{kind}.*arrow"))
+        kept = table_file.read_bytes()
+        table_file.write_bytes(kept[: len(kept) // 2])
+        damaged = cli("score", "--samples", str(folder))
+        assert damaged.returncode == 1 and len(damaged.stderr.strip().splitlines()) == 1
+        assert f"{table_file}: not a {kind.removesuffix('s')} table" in damaged.stderr
+        table_file.write_bytes(kept)
 
     # Samples changed (a new time): their index is not theirs any more; `score` reads them.
     os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
@@ -154,3 +159,33 @@ def test_entity_normalisation_keeps_its_definition():
 
     for text in [*HOSTILE, " . a .", "..x..", "U.S. $1.2 billion (10%)", "  ", "Ünïcode\u3000Co."]:
         assert _normalise(text) == by_definition(text)
+
+
+def test_tables_of_a_task_without_spans_and_of_more_panels(tmp_path):
+    panel = panel_file(tmp_path, "gold_labels", "accepts_all", "broken")
+    results = scripted_run(tmp_path, "acme/kg-7b", 2, panel, TASKS)
+    run = RunStore(results.parent).load(for_scoring=True)
+    assert not run.records and set(run.span_facts) == set(TASKS)  # all read from the index
+    judges = ["judge-0", "judge-1", "judge-2"]
+    # A task that drew no spans (a shard of a small task): scored as empty, not a traceback.
+    run.span_facts[TASKS[0]] = SpanFacts.from_records([], ["scripted-test"])
+    run.votes["scripted-test"][TASKS[0]] = VoteTable.from_records([], "scripted-test", judges)
+    facts, votes = score_tables(
+        run.manifest, run.records, "scripted-test", run.span_facts, run.votes["scripted-test"]
+    )
+    scores = compute_results(run.manifest, "scripted-test", facts, votes)
+    assert scores.results[TASKS[0]]["sample_len"] == 0
+    assert scores.results[TASKS[1]]["sample_len"] == 2
+    assert review_queue(facts, votes)[TASKS[0]] == []
+
+    # A table written for more panels than the manifest names (a save killed before the
+    # manifest) serves the panels it does name.
+    records = RunStore(results.parent).load().records[TASKS[1]]
+    wider = tmp_path / "wider.arrow"
+    wider.write_bytes(SpanFacts.from_records(records, ["other", "scripted-test"]).to_bytes())
+    narrow = SpanFacts.from_records(records, ["scripted-test"])
+    assert SpanFacts.read(wider, ["scripted-test"]).table.equals(narrow.table)
+
+    # A vote on a triple its span does not have (edited samples) is one line naming the span.
+    with pytest.raises(FinReflectError, match=rf"span {records[0].span_id}: a vote on triple 99"):
+        narrow.triples(np.array([0]), np.array([99]))

@@ -115,14 +115,14 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
             "refused: these results were scored with --allow-failures; a leaderboard run has no "
             "failed calls (rerun the same command to retry them, then score again)"
         )
-    spans, votes = score_tables(manifest, records, panel)
-    failed = FailurePolicy().problems(spans, panel)
+    span_facts, votes = score_tables(manifest, records, panel)
+    failed = FailurePolicy().problems(span_facts, panel)
     if failed:
         raise FinReflectError(f"refused: {failed[0]}; rerun the same command to retry them")
     _check_spans(records, dataset, registered)
     _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     # Every number must follow from the submitted samples.
-    recomputed = compute_results(manifest, panel, spans, votes)
+    recomputed = compute_results(manifest, panel, span_facts, votes)
     difference = first_difference(
         results.model_dump(mode="json", by_alias=True),
         recomputed.model_dump(mode="json", by_alias=True),

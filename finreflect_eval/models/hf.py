@@ -167,7 +167,7 @@ class HFModel(LM):
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
         self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
         self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
-        self._structured_engine: Any = None  # see `_structured`
+        self._grammar_engine: Any = None  # see `_engine`
         self.prefix_cache: PrefixCache | None = None
         if prefix_cache_tokens > 0:
             if supports_prefix_reuse(self.hf_model):
@@ -277,10 +277,12 @@ class HFModel(LM):
         if schema is None:
             return outlines.Generator(self.outlines_model, None)
         schema = closed_schema(schema)
-        backend = self._structured()
+        backend = self._engine()
         if self.structured_backend == "outlines_core":
             term = OutlinesJsonSchema(json.dumps(schema), whitespace_pattern=WHITESPACE)
-            processor = backend.get_json_schema_logits_processor(term.schema, WHITESPACE)
+            processor = backend.get_json_schema_logits_processor(
+                term.schema, term.whitespace_pattern
+            )
         elif self.structured_backend == "llguidance":
             compact = {**schema, "x-guidance": {"whitespace_flexible": False}}
             term = OutlinesJsonSchema(json.dumps(compact))
@@ -294,11 +296,11 @@ class HFModel(LM):
             processor = XGrammarLogitsProcessor(grammar, self.outlines_model.tensor_library_name)
         return SteerableGenerator.from_processor(self.outlines_model, processor)
 
-    def _structured(self) -> Any:
+    def _engine(self) -> Any:
         """The loaded model's outlines backend for its `structured_backend`, made once: making
         one sets up the tokenizer's vocabulary for the grammar engine (seconds for a large
         one), which `outlines.Generator` would redo for every schema."""
-        if self._structured_engine is None:
+        if self._grammar_engine is None:
             from outlines.backends import LLGuidanceBackend, OutlinesCoreBackend, XGrammarBackend
 
             engines = {
@@ -306,8 +308,8 @@ class HFModel(LM):
                 "outlines_core": OutlinesCoreBackend,
                 "xgrammar": XGrammarBackend,
             }
-            self._structured_engine = engines[self.structured_backend](self.outlines_model)
-        return self._structured_engine
+            self._grammar_engine = engines[self.structured_backend](self.outlines_model)
+        return self._grammar_engine
 
     def model_input(self, request: GenerationRequest) -> Any:
         """What outlines gets: chat messages for a chat model (it applies the template, once);
