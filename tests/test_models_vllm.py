@@ -132,11 +132,18 @@ def every_request(task_name: str = "finreflect_smoke_reflection") -> list[Genera
 
 @pytest.fixture(scope="module")
 def vllm_model_config(real_vllm, tiny_model_dir):
-    """A real `ModelConfig` and tokenizer (of the tiny local model: no download)."""
+    """A real `ModelConfig` and tokenizer (of the tiny local model: no download). vLLM inspects
+    a model's architecture in a child Python (unless ~/.cache/vllm holds the answer from an
+    earlier run), which must find this vLLM too: it lives outside the venv."""
+    import os
+
     from vllm.config import ModelConfig
     from vllm.tokenizers import get_tokenizer
 
-    return ModelConfig(model=str(tiny_model_dir)), get_tokenizer(str(tiny_model_dir))
+    folders = [os.path.dirname(real_vllm.__path__[0]), os.environ.get("PYTHONPATH", "")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(folder for folder in folders if folder))
+        yield ModelConfig(model=str(tiny_model_dir)), get_tokenizer(str(tiny_model_dir))
 
 
 @pytest.mark.parametrize("backend", STRUCTURED_BACKENDS)
