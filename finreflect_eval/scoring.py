@@ -117,12 +117,14 @@ def compute_results(
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
     results, details, agreement, metric_names = {}, {}, {}, {}
     parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
+    every_span: dict[str, None] = {}  # the span ids of all tasks, each once, in order
     for task, facts in span_facts.items():
         info = manifest.tasks[task]
         wanted = {m.metric: m.aggregation for m in info.metric_list}
         table = votes[task]
         item_criteria, positions = table.criteria(), _span_positions(facts, table)
         span_ids = facts.python_values("span_id")
+        every_span.update(dict.fromkeys(span_ids))
         extraction = facts.extraction_metrics()
         entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(facts)}
         criteria = {}
@@ -191,10 +193,9 @@ def compute_results(
         group: _group_entry(group, [t for t in members if t in results], results, metric_names)
         for group, members in manifest.groups.items()
     }
-    span_ids = list(
-        dict.fromkeys(i for facts in span_facts.values() for i in facts.python_values("span_id"))
+    score, ci = metrics.overall(
+        [p for ps in parts.values() for p in ps], list(every_span), seed=seed
     )
-    score, ci = metrics.overall([p for ps in parts.values() for p in ps], span_ids, seed=seed)
     overall = Overall(
         score=score,
         ci=ci,

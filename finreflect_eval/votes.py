@@ -56,16 +56,22 @@ class VoteTable:
                         columns[f"warning:{judge}"].append(vote.warning if vote else "")
                         columns[f"synthetic:{judge}"].append(bool(vote and vote.synthetic))
         # Every column typed, so that a task without items has the same columns as any other.
-        kinds = {"doc_id": pa.int64(), "criterion": pa.int8(), "index": pa.int32()}
-        kinds |= {"synthetic": pa.bool_(), "code": pa.int8(), "reasoning": pa.string()}
-        kinds |= {"warning": pa.string()}
+        kinds = {
+            "doc_id": pa.int64(),
+            "criterion": pa.int8(),
+            "index": pa.int32(),
+            "synthetic": pa.bool_(),
+            "code": pa.int8(),
+            "reasoning": pa.string(),
+            "warning": pa.string(),
+        }
         types = {name: kinds[name.split(":")[0]] for name in columns}
         arrays = {name: pa.array(values, types[name]) for name, values in columns.items()}
         return cls(pa.table(arrays), list(judges))
 
     @classmethod
     def read(cls, path: Path, judges: Sequence[str]) -> VoteTable:
-        """The table of a file, which must hold the votes of exactly `judges`."""
+        """The table of a file, which must hold the votes of `judges`."""
         expected = ["doc_id", "criterion", "index", "synthetic"]
         expected += [f"{key}:{judge}" for judge in judges for key in VOTE_FIELDS]
         table = read_arrow(path, "vote table", expected, f"judges {', '.join(judges)}")
