@@ -53,7 +53,9 @@ def infer_filing_metadata(
         elif year:
             name_year = int(year.group(1))
     if text is not None:
-        cover = _FISCAL_YEAR_ENDED_RE.search(text[:20_000])
+        # Whitespace runs collapsed first: on a long one the regex's adjacent "\s*"s backtrack
+        # quadratically (20,000 spaces after "ended" took half a minute).
+        cover = _FISCAL_YEAR_ENDED_RE.search(" ".join(text[:20_000].split()))
         if cover:
             return ticker, int(cover.group(1))
     return ticker, name_year

@@ -186,7 +186,8 @@ def _pack(
             end += 1
         while True:
             text = joiner.join(piece[0] for piece in pieces[start:end])
-            n_tokens = count(text)
+            # A piece's own count is exact: only a group of several is counted again.
+            n_tokens = pieces[start][1] if end - start == 1 else count(text)
             if n_tokens <= max_tokens or end - start == 1:
                 break
             end -= 1
@@ -270,17 +271,40 @@ def _split_paragraph(text: str, max_tokens: int, count: TokenCounter) -> list[tu
 
 def _split_characters(word: str, max_tokens: int, count: TokenCounter) -> list[str]:
     # Last resort for a "word" with no spaces longer than max_tokens (a URL list, a run of
-    # punctuation): the longest prefixes that fit, found by bisection; at least one character.
+    # punctuation): the longest prefixes that fit, at least one character each.
     parts: list[str] = []
-    start = 0
+    start, guess = 0, 1
     while start < len(word):
-        low, high = start + 1, len(word)
-        while low < high:
-            middle = (low + high + 1) // 2
-            if count(word[start:middle]) <= max_tokens:
-                low = middle
-            else:
-                high = middle - 1
-        parts.append(word[start:low])
-        start = low
+        end = max(_longest_fit(word, start, guess, max_tokens, count), start + 1)
+        parts.append(word[start:end])
+        guess, start = end - start, end
     return parts
+
+
+def _longest_fit(word: str, start: int, guess: int, max_tokens: int, count: TokenCounter) -> int:
+    """The largest end with word[start:end] of at most max_tokens tokens (start if none).
+
+    The search gallops from start + guess (the previous part's length: in a run of punctuation
+    every part is as long), doubling its step, and bisects once the end is bracketed. Each count
+    is then of about the part's own length, so a word costs time linear in its length; bisecting
+    over the whole rest of the word made every part cost as much as the rest: quadratic.
+    """
+
+    def fits(end: int) -> bool:
+        return count(word[start:end]) <= max_tokens
+
+    low, high = start, len(word) + 1  # word[start:low] fits, word[start:high] does not
+    probe, step = min(start + guess, len(word)), 1
+    while low < probe < high:
+        if fits(probe):
+            low, probe = probe, min(probe + step, len(word))
+        else:
+            high, probe = probe, probe - step
+        step *= 2
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(middle):
+            low = middle
+        else:
+            high = middle
+    return low

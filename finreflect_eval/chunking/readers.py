@@ -96,8 +96,20 @@ def _read_text(content: str) -> list[Block]:
     return blocks
 
 
-_MD_HEADING_RE = re.compile(r"^(#{1,6})\s+(.*?)(?:\s+#+)?$")
+_MD_HEADING_RE = re.compile(r"^#{1,6}\s+(.*)$")
 _MD_RULE_RE = re.compile(r"^(?:-{3,}|\*{3,}|_{3,}|={3,})$")
+
+
+def _md_heading(line: str) -> str | None:
+    """The text of an ATX heading line ("## Item 7. MD&A ##"), else None."""
+    match = _MD_HEADING_RE.match(line)
+    if match is None:
+        return None
+    # The closing hashes are stripped by hand: a regex for them ("(.*?)(?:\s+#+)?$") backtracks
+    # through every whitespace run, which is quadratic in the length of the run.
+    text = match.group(1)
+    body = text.rstrip("#")
+    return body.rstrip() if body[-1:].isspace() else text
 
 
 def _read_markdown(content: str) -> list[Block]:
@@ -123,13 +135,13 @@ def _read_markdown(content: str) -> list[Block]:
             table.append(line)
             continue
         flush_table()
-        heading = _MD_HEADING_RE.match(line)
+        heading = _md_heading(line)
         if not line:
             flush_paragraph()
-        elif heading:
+        elif heading is not None:
             flush_paragraph()
-            if clean(heading.group(2)):
-                blocks.append(Block("heading", clean(heading.group(2))))
+            if clean(heading):
+                blocks.append(Block("heading", clean(heading)))
         elif _MD_RULE_RE.match(line):
             # Under a paragraph "---"/"===" makes it a (setext) heading; alone it is a rule.
             flush_paragraph("heading")
