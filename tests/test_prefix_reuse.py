@@ -2,10 +2,14 @@
 fraction of the prompt positions (tiny random models; the embedded model in test_models_gemma)."""
 
 import dataclasses
+import json
+import logging
+import shutil
 
 import pytest
 
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.models._prefix import why_no_prefix_reuse
 from finreflect_eval.schema import load_schema
 
 pytest.importorskip("outlines", reason="needs the [hf] extra")
@@ -58,7 +62,8 @@ def test_reuse_gives_the_outputs_of_computing_every_prompt_whole(model_dir, temp
     for tokens in (0, 16384):
         args = {"batch_size": 4, "max_retries": 0, "prefix_cache_tokens": tokens}
         with load_model(ModelSpec(str(model_dir), "hf", args)) as lm:
-            assert (lm.prefix_cache is not None) == (tokens > 0)
+            # Every supported transformers serves these models: reuse off here is a failure.
+            assert (lm.prefix_cache is not None) == (tokens > 0), why_no_prefix_reuse(lm.hf_model)
             texts = [r.text for r in lm.generate(requests)]
             # A prompt extending a kept one (which it then replaces), and that kept one again:
             # every position of the second is already kept.
@@ -107,22 +112,21 @@ def test_a_batch_it_cannot_serve_is_computed_whole(tiny_model_dir):
 
 def test_models_it_cannot_serve_compute_every_prompt(tiny_model_dir):
     """Beams, several sequences per prompt, a cache of the checkpoint's own choosing, recurrent
-    layers: `generate` would not use a given cache as it is, so there is no reuse."""
+    layers: `generate` would not use a given cache as it is, so there is no reuse, and the
+    reason names what stands in the way."""
     from transformers import AutoModelForCausalLM, FalconH1Config, FalconH1ForCausalLM
 
-    from finreflect_eval.models._prefix import supports_prefix_reuse
-
     model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
-    assert supports_prefix_reuse(model)
-    for setting, value in [
-        ("num_beams", 2),
-        ("num_return_sequences", 2),
-        ("cache_implementation", "static"),
-        ("use_cache", False),
+    assert why_no_prefix_reuse(model) is None
+    for setting, value, reason in [
+        ("num_beams", 2, "beam search (num_beams=2)"),
+        ("num_return_sequences", 2, "2 sequences per prompt"),
+        ("cache_implementation", "static", "a static cache"),
+        ("use_cache", False, "use_cache=False"),
     ]:
         default = getattr(model.generation_config, setting)
         setattr(model.generation_config, setting, value)
-        assert not supports_prefix_reuse(model), setting
+        assert reason in (why_no_prefix_reuse(model) or ""), setting
         setattr(model.generation_config, setting, default)
     hybrid = FalconH1Config(  # attention beside Mamba layers: recurrent state
         vocab_size=100,
@@ -137,4 +141,16 @@ def test_models_it_cannot_serve_compute_every_prompt(tiny_model_dir):
         mamba_d_state=8,
         mamba_chunk_size=8,
     )
-    assert not supports_prefix_reuse(FalconH1ForCausalLM(hybrid))
+    reason = why_no_prefix_reuse(FalconH1ForCausalLM(hybrid)) or ""
+    assert "not all of its layers are plain attention" in reason
+
+
+def test_reuse_off_says_why_in_the_log(tiny_model_dir, tmp_path, caplog):
+    beams = tmp_path / "beams"
+    shutil.copytree(tiny_model_dir, beams)
+    config = json.loads((beams / "generation_config.json").read_text())
+    (beams / "generation_config.json").write_text(json.dumps({**config, "num_beams": 2}))
+    with caplog.at_level(logging.WARNING), load_model(ModelSpec(str(beams), "hf", {})) as lm:
+        assert lm.prefix_cache is None
+    assert "prompt prefix reuse is off" in caplog.text
+    assert "beam search (num_beams=2)" in caplog.text

@@ -32,30 +32,50 @@ class _Entry:
     states: list[tuple[Any, Any]]  # per layer (keys, values), each [1, heads, tokens, dim]
 
 
-def supports_prefix_reuse(model: Any) -> bool:
-    """Whether this model and transformers take a prebuilt cache the way `PrefixCache` builds
-    it: every layer plain attention, full or sliding window (not recurrent or indexed state,
-    which subclass these), the `cache` keyword (transformers 5), a `DynamicCache` that can be
-    filled from tensors with the model's layer types, and a generation config that lets
+def cache_keyword(model: Any) -> str:
+    """The keyword that hands a cache to the model's forward and to `generate`: `cache` from
+    transformers 5.24 on (where `past_key_values` is deprecated), `past_key_values` before."""
+    parameters = inspect.signature(model.base_model.forward).parameters
+    return "cache" if "cache" in parameters else "past_key_values"
+
+
+def why_no_prefix_reuse(model: Any) -> str | None:
+    """Why `PrefixCache` cannot serve this model with this transformers, or None when it can.
+    It needs every layer plain attention, full or sliding window (not recurrent or indexed
+    state, which subclass these), a `DynamicCache` that can be filled from tensors with the
+    model's layer types, a forward that takes a cache, and a generation config that lets
     `generate` use a given cache as it is (one sequence per prompt, no cache of its own)."""
+    import transformers
     from transformers import DynamicCache
     from transformers.cache_utils import DynamicLayer, DynamicSlidingWindowLayer
 
     parameters = inspect.signature(DynamicCache.__init__).parameters
     if not {"ddp_cache_data", "config"} <= parameters.keys():
-        return False
-    if "cache" not in inspect.signature(model.base_model.forward).parameters:
-        return False
+        return (
+            f"transformers {transformers.__version__} has no "
+            "DynamicCache(ddp_cache_data=, config=) to build a batch cache with"
+        )
+    if cache_keyword(model) not in inspect.signature(model.base_model.forward).parameters:
+        return f"{type(model.base_model).__name__}.forward takes no cache"
     generation = model.generation_config
-    if (
-        generation.use_cache is False
-        or generation.cache_implementation not in (None, "hybrid")  # "hybrid": dropped by generate
-        or (generation.num_beams or 1) > 1
-        or (generation.num_return_sequences or 1) > 1
-    ):
-        return False
+    if generation.use_cache is False:
+        return "its generation config turns the cache off (use_cache=False)"
+    if generation.cache_implementation not in (None, "hybrid"):  # "hybrid": dropped by generate
+        return f"its generation config asks for a {generation.cache_implementation} cache"
+    if (generation.num_beams or 1) > 1:
+        return f"its generation config asks for beam search (num_beams={generation.num_beams})"
+    if (generation.num_return_sequences or 1) > 1:
+        sequences = generation.num_return_sequences
+        return f"its generation config asks for {sequences} sequences per prompt"
+    # transformers 5.2 gives such a model a DynamicCache of plain layers, but marks it stateful.
+    if getattr(model, "_is_stateful", False):
+        return "not all of its layers are plain attention: it keeps recurrent state"
     plain = (DynamicLayer, DynamicSlidingWindowLayer)
-    return all(type(layer) in plain for layer in DynamicCache(config=model.config).layers)
+    layers = DynamicCache(config=model.config).layers
+    other = sorted({type(layer).__name__ for layer in layers if type(layer) not in plain})
+    if other:
+        return f"not all of its layers are plain attention: {', '.join(other)}"
+    return None
 
 
 class PrefixCache:
@@ -66,6 +86,7 @@ class PrefixCache:
 
     def __init__(self, model: Any, max_tokens: int) -> None:
         self.model, self.max_tokens = model, max_tokens
+        self.keyword = cache_keyword(model)  # how forward and `generate` take a cache
         self._entries: OrderedDict[int, _Entry] = OrderedDict()
         self._next_id = 0
         self._kept = 0
@@ -115,8 +136,8 @@ class PrefixCache:
         # The decoder without its head: logits for the prompt positions are not needed.
         self.model.base_model(
             input_ids=tokens[shared:].unsqueeze(0).to(self.model.device),
-            cache=cache,
             use_cache=True,
+            **{self.keyword: cache},
         )
         states = [(layer.keys, layer.values) for layer in cache.layers]
         self._keep(tokens, states)

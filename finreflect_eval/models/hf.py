@@ -27,7 +27,7 @@ from finreflect_eval.models._base import (
     hub_commit,
 )
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.models._prefix import PrefixCache, supports_prefix_reuse
+from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
 from finreflect_eval.resources import cache_root
 
@@ -170,10 +170,15 @@ class HFModel(LM):
         self._grammar_engine: Any = None  # see `_engine`
         self.prefix_cache: PrefixCache | None = None
         if prefix_cache_tokens > 0:
-            if supports_prefix_reuse(self.hf_model):
+            obstacle = why_no_prefix_reuse(self.hf_model)
+            if obstacle is None:
                 self.prefix_cache = PrefixCache(self.hf_model, prefix_cache_tokens)
             else:
-                logger.warning("%s: prompt prefixes are recomputed for every call", model)
+                logger.warning(
+                    "%s: prompt prefix reuse is off, every prompt is computed whole: %s",
+                    model,
+                    obstacle,
+                )
 
     def identity(self) -> dict[str, Any]:
         return {
@@ -362,7 +367,8 @@ class HFModel(LM):
         prefilled = self.prefix_cache and self.prefix_cache.batch_cache(input_ids, attention_mask)
         self.stats["prompt_tokens"] += int(attention_mask.sum())
         if prefilled:
-            sampling["cache"], computed = prefilled
+            prefilled_cache, computed = prefilled
+            sampling[self.prefix_cache.keyword] = prefilled_cache
             self.stats["prompt_tokens_computed"] += computed + len(group)  # + each last token
         else:
             self.stats["prompt_tokens_computed"] += input_ids.numel()  # padding included
