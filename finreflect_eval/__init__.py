@@ -4,7 +4,12 @@
 does); `evaluate_run(samples)` judges and scores a saved run.
 """
 
+import logging
 from importlib.metadata import PackageNotFoundError, version
+
+# A library logs to its callers' handlers only: without one, Python would print its warnings
+# to stderr. The command line sets up logging itself.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 try:
     __version__ = version("finreflect-eval")
@@ -17,7 +22,7 @@ __all__ = ["__version__", "evaluate_run", "simple_evaluate"]
 def __getattr__(name: str):
     # Imported on first use: the command line's `--help` must not pay for the pipeline's imports.
     if name in ("simple_evaluate", "evaluate_run"):
-        from finreflect_eval import evaluator
+        from finreflect_eval import api
 
-        return getattr(evaluator, name)
+        return getattr(api, name)
     raise AttributeError(f"module 'finreflect_eval' has no attribute {name!r}")

@@ -10,6 +10,16 @@ class FinReflectError(Exception):
     """A problem with the user's input or environment, explained in one line."""
 
 
+# The Python API's argument errors are also the built-in kinds, so a caller that catches
+# TypeError or ValueError (as for any Python function) still catches them.
+class ArgumentTypeError(FinReflectError, TypeError):
+    """An argument of the Python API of a type it does not take; the message names it."""
+
+
+class ArgumentValueError(FinReflectError, ValueError):
+    """An argument of the Python API with a value it does not take; the message names it."""
+
+
 def first_line(exc: BaseException | str) -> str:
     """`Type: first line of the message` (libraries often add pages of context below)."""
     if isinstance(exc, str):

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,9 +24,17 @@ from pydantic import ValidationError
 
 from finreflect_eval import __version__, judging, scoring
 from finreflect_eval.data import Benchmark, load_benchmark, span_list
-from finreflect_eval.errors import FinReflectError, first_invalid_field
+from finreflect_eval.errors import (
+    FinReflectError,
+    first_invalid_field,
+)
 from finreflect_eval.extraction import TaskRun
-from finreflect_eval.models import LM, ModelSpec, check_spec, load_model, parse_model_args
+from finreflect_eval.models import (
+    LM,
+    ModelSpec,
+    check_spec,
+    load_model,
+)
 from finreflect_eval.records import (
     Manifest,
     ModelInfo,
@@ -36,6 +44,7 @@ from finreflect_eval.records import (
     SpanList,
     TaskManifest,
 )
+from finreflect_eval.redaction import redact
 from finreflect_eval.resources import PACKAGE_DIR
 from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.sharding import Shard
@@ -91,8 +100,10 @@ class RunConfig:
         return self.output_path / name
 
 
-def extract(config: RunConfig) -> Run:
-    """The extraction stage: every task's records, saved in `config.output_dir`."""
+def extract(config: RunConfig, panel: str | None = None) -> Run:
+    """The extraction stage: every task's records, saved in `config.output_dir`. A run of the
+    same settings that did not finish is continued: one still extracting, or (with `panel`,
+    the judge panel that will score it) one that panel has no results for yet."""
     started = time.perf_counter()
     check_spec(config.model)  # the cheap checks first: no data or model loads before them
     index = TaskIndex(config.include_paths)
@@ -158,7 +169,7 @@ def extract(config: RunConfig) -> Run:
     manifest = _manifest(config, task_runs, span_lists, index)
     store = RunStore(config.output_dir)
     with writing(store.folder):
-        return _extract(config, store, manifest, task_runs, started)
+        return _extract(config, store, manifest, task_runs, started, panel)
 
 
 def _extract(
@@ -167,19 +178,27 @@ def _extract(
     manifest: Manifest,
     task_runs: list[TaskRun],
     started: float,
+    panel: str | None,
 ) -> Run:
-    run = store.unfinished(identity(manifest))
-    if run is not None:
-        logger.info("continuing unfinished run %s in %s", run.manifest.run, store.folder)
-        # Spans whose calls failed in transport are asked again (their calls were not cached).
-        for task, records in run.records.items():
-            run.records[task] = [r for r in records if not _transport_failed(r)]
-        store.save(run)
-    else:
-        run = store.start(manifest)
+    run = store.unfinished(identity(manifest), panel)
+    if run is not None and run.manifest.status == "extracted":
+        logger.info(
+            "continuing run %s in %s: extracted, not yet scored", run.manifest.run, store.folder
+        )
+        return run
     separate = [t for t in task_runs if t.task.config.normalizer_model is not None]
     waiting: dict[str, list[SampleRecord]] = {t.task.name: [] for t in separate}
+    # The model loads before any file is written, and a new run's files are written with its
+    # first records: a run refused at loading, or by a dead endpoint, leaves nothing behind.
     with load_model(config.model, cache_path=config.cache) as lm:
+        if run is None:
+            run = store.start(manifest)
+        else:
+            logger.info("continuing unfinished run %s in %s", run.manifest.run, store.folder)
+            # Spans whose calls failed in transport are asked again (their calls were not cached).
+            for task, records in run.records.items():
+                run.records[task] = [r for r in records if not _transport_failed(r)]
+            store.save(run)
         if run.manifest.model.sha not in (None, lm.commit):  # the revision moved on the Hub
             raise FinReflectError(
                 f"{config.model.model} is at commit {lm.commit} now, but this unfinished run "
@@ -211,7 +230,7 @@ def _extract(
     failed = any(_transport_failed(r) for records in run.records.values() for r in records)
     run.manifest.status = "extracting" if failed else "extracted"
     run.manifest.seconds = round(run.manifest.seconds + time.perf_counter() - started, 3)
-    store.write_manifest(run.manifest)
+    store.finish(run)
     return run
 
 
@@ -221,8 +240,8 @@ def _model_info(model: ModelSpec | LM) -> ModelInfo:
         args = {
             k: v for k, v in identity.items() if k not in ("backend", "model") and v is not None
         }
-        return ModelInfo(name=model.model, backend=model.backend, args=args)
-    return ModelInfo(name=model.model, backend=model.backend, args=model.args)
+        return ModelInfo(name=model.model, backend=model.backend, args=redact(args))
+    return ModelInfo(name=model.model, backend=model.backend, args=redact(model.args))
 
 
 def _spec_of(model: Any) -> ModelSpec:
@@ -273,7 +292,7 @@ def _manifest(
                 mode=t.task.config.mode,
                 version=t.task.config.version,
                 hash=t.task.hash,
-                config=t.task.config.model_dump(mode="json", by_alias=True),
+                config=t.task.recorded_config(),
                 generation_kwargs=t.generation.model_dump(),
                 metric_list=t.task.config.metric_list,
                 samples=f"samples_{t.task.name}_{run}.jsonl",
@@ -294,7 +313,7 @@ def _manifest(
             _span_limit(config, span_lists[task_runs[0].task.name]),
             _config_name(config, task_runs[0].task.config),
         ),
-        cache=str(config.cache.resolve()) if config.cache else None,
+        cache=_cache_record(config),
         finreflect_eval_version=__version__,
         git_hash=_git_hash(),
     )
@@ -363,14 +382,38 @@ def _git_hash() -> str | None:
 # --- judge, score, run ---
 
 
+def _cache_record(config: RunConfig) -> str | None:
+    """The cache as the manifest records it: relative to the run folder (`../cache.sqlite`)
+    when it lies in the output path, as by default; else its absolute path."""
+    if config.cache is None:
+        return None
+    cache, output = config.cache.resolve(), config.output_path.resolve()
+    if cache.is_relative_to(output):
+        return os.path.relpath(cache, config.output_dir.resolve())
+    return str(cache)
+
+
 def default_cache(run: Run) -> Path:
-    """The cache a saved run's judging uses unless told otherwise: the extraction's."""
-    if run.manifest.cache:
-        return Path(run.manifest.cache)
+    """The cache a saved run's judging uses unless told otherwise: the extraction's, where it
+    lies in the run's output path. A run folder is input: a cache it names elsewhere (an
+    absolute path, `../../..`) is not written to; the output path's own is used instead."""
+    output = run.folder.parent
+    name = "cache.sqlite"
     if run.manifest.shard is not None:  # `OUTPUT_PATH/MODEL/shard-i-of-N` → OUTPUT_PATH
-        shard = Shard(run.manifest.shard.index, run.manifest.shard.count)
-        return run.folder.parent.parent / f"cache-{shard.name}.sqlite"
-    return run.folder.parent / "cache.sqlite"
+        output = output.parent
+        name = f"cache-{Shard(run.manifest.shard.index, run.manifest.shard.count).name}.sqlite"
+    recorded = run.manifest.cache
+    if recorded:
+        cache = (run.folder / recorded).resolve()
+        if cache.is_relative_to(output.resolve()):
+            return cache
+        logger.warning(
+            "the run's cache %s is outside its output path: judging uses %s (give --cache to "
+            "use another)",
+            recorded,
+            output / name,
+        )
+    return output / name
 
 
 def judge(
@@ -439,7 +482,7 @@ def evaluate(
     policy = policy or FailurePolicy()
     panel.check_models()  # a judge's mistake must not surface after the extraction
     with writing(config.output_dir):
-        extracted = extract(config)
+        extracted = extract(config, panel.panel)
         check_extraction(extracted, policy)
         judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
         return judged, score(judged, panel.panel, policy)
@@ -456,139 +499,3 @@ def choose_panel(judges: str | Path | None, tasks: list[str], include_paths: lis
             "choose one with --judges"
         )
     return named.pop()
-
-
-# --- the Python API (lm-eval's `simple_evaluate`) ---
-
-Judges = str | Path | judging.Panel | Sequence[LM] | Mapping[str, LM] | None
-
-
-def run_config(
-    model: str | LM,
-    model_args: str | Sequence[str] | dict[str, Any] | None = None,
-    tasks: str | Sequence[str] = ("finreflect",),
-    *,
-    backend: str | None = None,
-    dataset: str | None = None,
-    limit: int | float | None = None,
-    num_fewshot: int | None = None,
-    batch_size: int | str | None = None,
-    max_batch_size: int | None = None,
-    device: str | None = None,
-    revision: str | None = None,
-    trust_remote_code: bool | None = None,
-    system_instruction: str | None = None,
-    fewshot_as_multiturn: bool = False,
-    gen_kwargs: str | Sequence[str] | dict[str, Any] | None = None,
-    seed: int | None = None,
-    output_path: str | Path = "results",
-    use_cache: str | Path | bool = True,
-    include_path: Sequence[str | Path] = (),
-    shard: Shard | None = None,
-) -> RunConfig:
-    """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
-    `model`: a name (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s rule:
-    `model="hf", model_args="pretrained=ORG/NAME"` works too) or a loaded `LM`, used as it is
-    (with its own cache). `tasks`: names or comma lists. `output_path`: a folder (a `.json`
-    path: its folder, as lm-eval). `use_cache`: True (`<output_path>/cache.sqlite`), False, or
-    a cache file."""
-    names = [tasks] if isinstance(tasks, str) else list(tasks)
-    names = [name for item in names for name in item.split(",") if name]
-    if not names:
-        raise FinReflectError("--tasks names no task")
-    if names[0] in ("list", "list_groups", "list_tags", "list_subtasks"):  # lm-eval's listings
-        raise FinReflectError("to list the tasks and groups: finreflect-eval tasks list")
-    loading = {"model_args": model_args, "backend": backend, "batch_size": batch_size}
-    loading |= {"max_batch_size": max_batch_size, "device": device, "revision": revision}
-    loading |= {"trust_remote_code": trust_remote_code}
-    if isinstance(model, LM):
-        given = [name for name, value in loading.items() if value is not None]
-        if given:
-            raise FinReflectError(f"{given[0]} is for a model given by name, not a loaded one")
-    else:
-        del loading["model_args"], loading["backend"]
-        model = ModelSpec.from_cli(model, backend, model_args, **loading)
-    output = Path(output_path)
-    config = RunConfig(
-        model=model,
-        tasks=names,
-        dataset=dataset,
-        limit=limit,
-        output_path=output.parent if output.suffix == ".json" else output,
-        include_paths=[Path(p) for p in include_path],
-        seed=seed,
-        gen_kwargs=parse_model_args(gen_kwargs),
-        shard=shard,
-        num_fewshot=num_fewshot,
-        system_instruction=system_instruction,
-        fewshot_as_multiturn=fewshot_as_multiturn,
-    )
-    config.cache = _cache_file(use_cache, config.default_cache())
-    return config
-
-
-def simple_evaluate(
-    model: str | LM,
-    model_args: str | dict[str, Any] | None = None,
-    tasks: str | Sequence[str] = ("finreflect",),
-    judges: Judges = None,
-    *,
-    max_invalid_share: float = FailurePolicy.max_invalid_share,
-    allow_failures: bool = False,
-    **options: Any,
-) -> Results:
-    """extract → judge → score, as `finreflect-eval run` does, printing nothing; the results
-    (also written to `output_path`, with the samples). `model`, `model_args`, `tasks` and the
-    `options` (`dataset`, `limit`, `batch_size`, `num_fewshot`, `gen_kwargs`, `output_path`,
-    `use_cache`, ...) are those of `run_config`. `judges`: a panel name or file, a `Panel`,
-    loaded `LM`s (a list, or by judge name), or None (the tasks' panel)."""
-    config = run_config(model, model_args, tasks, **options)
-    panel = _panel(judges, config.tasks, config.include_paths)
-    policy = FailurePolicy(max_invalid_share=max_invalid_share, allow_failures=allow_failures)
-    return evaluate(config, panel, policy)[1]
-
-
-def evaluate_run(
-    samples: str | Path | Sequence[str | Path],
-    judges: Judges = None,
-    *,
-    use_cache: str | Path | bool = True,
-    include_path: Sequence[str | Path] = (),
-    max_invalid_share: float = FailurePolicy.max_invalid_share,
-    allow_failures: bool = False,
-) -> Results:
-    """Judge and score a saved run (`finreflect-eval judge`, then `score`), printing nothing:
-    `samples` a run folder or manifest (or every shard's folder); `judges` as for
-    `simple_evaluate`, or None to score the votes already there (the newest panel's).
-    `use_cache`: True (the extraction's cache), False, or a cache file."""
-    from finreflect_eval.sharding import load_runs
-
-    paths = [samples] if isinstance(samples, str | Path) else list(samples)
-    run = load_runs([Path(p) for p in paths])
-    policy = FailurePolicy(max_invalid_share=max_invalid_share, allow_failures=allow_failures)
-    with writing(run.folder):
-        name = None
-        if judges is not None:
-            panel = _panel(judges, list(run.manifest.tasks), [Path(p) for p in include_path])
-            cache = _cache_file(use_cache, default_cache(run))
-            run = judge(run, panel, cache=cache, include_paths=[Path(p) for p in include_path])
-            if not allow_failures:
-                check_judging(run, panel.panel)
-            name = panel.panel
-        return score(run, name, policy)
-
-
-def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judging.Panel:
-    if isinstance(judges, judging.Panel):
-        return judges
-    if isinstance(judges, Mapping) or (
-        isinstance(judges, Sequence) and not isinstance(judges, str)
-    ):
-        return judging.Panel.from_models(judges)
-    return judging.load_panel(choose_panel(judges, tasks, include_paths))
-
-
-def _cache_file(use_cache: str | Path | bool, default: Path) -> Path | None:
-    if use_cache is True:
-        return default
-    return Path(use_cache) if use_cache else None

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.records import Results
+from finreflect_eval.redaction import find_secret
 from finreflect_eval.store import Run
 
 DEFAULT_REPO = "finreflect-eval-results"
@@ -38,11 +39,12 @@ class HubLogArgs(BaseModel):
     point_of_contact: str = ""
 
     @classmethod
-    def parse(cls, args: dict[str, Any]) -> HubLogArgs:
+    def parse(cls, args: dict[str, Any], flag: str = "--hf_hub_log_args") -> HubLogArgs:
+        """The fields given (errors name `flag`, the option as the user typed it)."""
         try:
             return cls.model_validate(args)
         except ValidationError as exc:
-            raise FinReflectError(f"--hf_hub_log_args: {first_invalid_field(exc)}") from None
+            raise FinReflectError(f"{flag}: {first_invalid_field(exc)}") from None
 
     def repo(self, kind: str, org: str) -> str:
         name = (
@@ -68,6 +70,10 @@ def push_run(run: Run, results: Results, args: HubLogArgs) -> list[str]:
         files["details"] += [run.folder / info.samples for info in run.manifest.tasks.values()]
     if not any(files.values()):
         return []
+    for part, record in (("results", results), ("manifest", run.manifest)):  # runs of old
+        secret = find_secret(record.model_dump(mode="json"), part)  # versions recorded them
+        if secret:
+            raise FinReflectError(f"not pushed: {secret} holds a secret; the files stay local")
     api = HfApi(token=args.token or os.environ.get("HF_TOKEN") or None)
     try:
         org = args.hub_results_org or api.whoami()["name"]

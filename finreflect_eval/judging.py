@@ -41,7 +41,8 @@ from finreflect_eval.models import (
     get_backend,
     load_model,
 )
-from finreflect_eval.records import JudgeMember, Judging, SampleRecord, Vote
+from finreflect_eval.records import JudgeMember, Judging, PlainName, SampleRecord, Vote
+from finreflect_eval.redaction import redact
 from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.store import Run
 from finreflect_eval.tasks import GenerationKwargs, Task
@@ -116,7 +117,7 @@ class Panel(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    panel: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    panel: PlainName  # in file names
     official: bool = False
     description: str = ""
     generation_kwargs: GenerationKwargs = GenerationKwargs()
@@ -355,7 +356,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
         description=panel.description,
         judges=[
             JudgeMember(
-                **spec.model_dump(exclude={"generation_kwargs"}),
+                **redact(spec.model_dump(exclude={"generation_kwargs"})),
                 generation_kwargs=panel.generation(spec).model_dump(),
             )
             for spec in panel.judges

@@ -15,9 +15,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    field_validator,
+)
 
 from finreflect_eval.criteria import CRITERIA, METRIC_NAMES, Aggregation, CriterionName, Label
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
@@ -26,6 +33,17 @@ from finreflect_eval.schema import Triple
 
 FORMAT_VERSION = 2
 Percent = float | None  # scores are percentages (0..100); None where undefined
+
+# Names read from run files that become parts of file names: a run folder is input (someone else
+# may hand it over), so each is checked against its pattern where it is read, never joined as is.
+RunId = Annotated[
+    str, StringConstraints(pattern=r"^\d{4}-\d{2}-\d{2}T\d{2}-\d{2}-\d{2}(-[0-9a-f]{4})?$")
+]
+"""A run's start time, UTC, and a random part (`2026-12-03T07-16-18-9f2c`; format 1: no part)."""
+PlainName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
+"""A task, group or panel name: letters, digits, `.`, `_`, `-` (one file-name part)."""
+SamplesName = Annotated[str, StringConstraints(pattern=r"^samples_[A-Za-z0-9._-]{1,250}\.jsonl$")]
+"""A samples file of the run's own folder."""
 
 
 class Record(BaseModel):
@@ -49,7 +67,7 @@ class SliceSpec(Record):
     10-K section), the `per_stratum` spans whose ids hash lowest (sha256 of `salt:span_id`).
     The same span list gives the same slice, on any machine."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: PlainName
     per_stratum: int = Field(ge=1)
     salt: str
     """Changes the selection; part of the slice's definition."""
@@ -128,8 +146,8 @@ class TaskManifest(Record):
     generation_kwargs: dict[str, Any]
     metric_list: list[MetricSpec]
     """What the results report for this task (and which criteria the judges answer)."""
-    samples: str
-    """The samples file's name."""
+    samples: SamplesName
+    """The samples file's name (in the run's folder)."""
     seconds: float = 0.0
     dataset: DatasetInfo
     span_list: SpanList
@@ -151,7 +169,7 @@ class JudgeMember(Record):
 class Judging(Record):
     """One panel's judging of the run."""
 
-    panel: str
+    panel: PlainName
     official: bool = False
     description: str = ""
     judges: list[JudgeMember]
@@ -161,17 +179,25 @@ class Judging(Record):
     seconds: dict[str, float] = {}
     """Per judge: wall seconds of its calls."""
 
+    @field_validator("judges")
+    @classmethod
+    def _each_judge_once(cls, judges: list[JudgeMember]) -> list[JudgeMember]:
+        names = [judge.name for judge in judges]
+        if len(set(names)) < len(names):
+            raise ValueError(f"a judge is named twice: {names}")
+        return judges
+
 
 class Manifest(FileRecord):
     """`manifest_<run>.json`: what a run is, and the files it consists of."""
 
-    run: str
+    run: RunId
     """The run's id: its start time, UTC, and a random part (`2026-12-03T07-16-18-9f2c`); in
     every file name."""
     status: Literal["extracting", "extracted"] = "extracting"
     """`extracting` until every span of every task is done (a killed run resumes)."""
     model: ModelInfo
-    tasks: dict[str, TaskManifest]
+    tasks: dict[PlainName, TaskManifest]
     groups: dict[str, list[str]] = {}
     """Groups and tags asked for, with their tasks."""
     group_versions: dict[str, Any] = {}
@@ -180,12 +206,13 @@ class Manifest(FileRecord):
     shard: ShardInfo | None = None
     dataset: DatasetInfo
     cache: str | None = None
-    """The response cache the extraction used."""
+    """The response cache the extraction used: relative to the run folder where it lies in the
+    output path (`../cache.sqlite`), else its absolute path."""
     finreflect_eval_version: str
     git_hash: str | None = None
     seconds: float = 0.0
     """Wall seconds of the extraction."""
-    judging: dict[str, Judging] = {}
+    judging: dict[PlainName, Judging] = {}
     """By panel name: every panel that judged this run (each panel's votes are kept apart)."""
 
 
@@ -229,7 +256,8 @@ class ModelCall(Record):
 class Vote(Record):
     """One judge's verdict on one item; `verdict` None is an abstention (the call failed)."""
 
-    verdict: Label | None
+    verdict: Literal[0, 1, "good", "partial", "poor"] | None
+    """0/1 for triple criteria, good/partial/poor for comprehensiveness."""
     reasoning: str = ""
     warning: str = ""
     synthetic: bool = False
@@ -242,7 +270,7 @@ Votes = dict[str, dict[str, list[Vote]]]  # criterion -> judge -> one vote per i
 class SampleRecord(FileRecord):
     """Everything about one span of one task: one line of `samples_<task>_<run>.jsonl`."""
 
-    doc_id: int
+    doc_id: int = Field(ge=0, lt=2**63)
     """The span's position in the task's span list (lm-eval's `doc_id`)."""
     task: str
     mode: ModeName
@@ -348,6 +376,11 @@ class Failures(Record):
     """Spans whose extraction output stayed invalid after retries (the model's failure)."""
     judge_transport_calls: int = 0
     """Judge calls that failed in transport (their items lost a vote)."""
+    judge_calls_each: int = 0
+    """The calls each judge of the panel was asked (all are asked the same)."""
+    judge_failed_calls: dict[str, int] = {}
+    """Per judge with any: its calls that failed, in transport or with invalid output after
+    retries (each an abstention on the call's items)."""
     first: str = ""
     """The first failure's message."""
 
@@ -386,7 +419,7 @@ class Overall(Record):
 
 
 class JudgesInfo(Record):
-    panel: str
+    panel: PlainName
     official: bool
     members: list[JudgeMember]
     seconds: dict[str, float]
@@ -416,7 +449,7 @@ class Results(FileRecord):
     git_hash: str | None
     date: float
     """Unix time the run started (lm-eval's `date`)."""
-    run: str
+    run: RunId
     """The run's id (its start time), as in the file names."""
     task_hashes: dict[str, str]
     total_evaluation_time_seconds: str
@@ -427,7 +460,7 @@ class Results(FileRecord):
     judges: JudgesInfo
     dataset: DatasetInfo
     finreflect_eval_version: str
-    samples: dict[str, str]
+    samples: dict[str, SamplesName]
     """Per task: the samples file."""
 
     def to_json(self) -> str:
@@ -479,7 +512,7 @@ class Case(Record):
 class JudgeAudit(FileRecord):
     """`judge_audit_<date>.json` (`audit-judges`): every case and verdict, and the report."""
 
-    date: str
+    date: RunId
     panel: dict[str, Any]
     """`panel`, `official`, `members`."""
     task: dict[str, str]
@@ -517,7 +550,8 @@ def check_version(data: Any, where: str | Path) -> None:
     version = data.get("format_version") if isinstance(data, dict) else None
     if version == FORMAT_VERSION:
         return
-    written = f"format version {version}" if version is not None else "an older format"
+    shown = version if isinstance(version, int) else repr(version)  # "2" is not 2
+    written = f"format version {shown}" if version is not None else "an older format"
     raise FinReflectError(
         f"{where} is in {written}; this finreflect-eval reads format version {FORMAT_VERSION}"
         " (convert a run folder with `finreflect-eval upgrade DIR`)"
@@ -556,6 +590,10 @@ def read_lines(model: type[M], path: Path) -> list[M]:
                     data = json.loads(line)
                 except ValueError as exc:
                     raise FinReflectError(f"{path}, line {number}: not JSON ({exc})") from exc
+                except RecursionError:
+                    raise FinReflectError(
+                        f"{path}, line {number}: nested more than {MAX_DEPTH} levels deep"
+                    ) from None
                 records.append(parse(model, data, f"{path}, line {number}"))
     except OSError as exc:
         raise FinReflectError(f"cannot read {path}: {exc.strerror}") from exc

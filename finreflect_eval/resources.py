@@ -6,6 +6,7 @@ source checkout (or an editable install) they sit at the top of the repository.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Any
 
@@ -28,13 +29,14 @@ def sample_dir() -> Path:
 
 def load_yaml(path: Path, what: str) -> Any:
     """Parse a YAML data file (a task, panel, schema or probe file); errors name the file and
-    the line, in one line."""
+    the line, in one line. A key given twice in a mapping, at any depth, is an error (YAML
+    forbids it; PyYAML would keep the last value silently)."""
     import yaml
 
     from finreflect_eval.errors import FinReflectError, first_line
 
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_key_loader())
     except OSError as exc:
         raise FinReflectError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -44,6 +46,33 @@ def load_yaml(path: Path, what: str) -> Any:
         where = f" (line {mark.line + 1})" if mark else ""
         problem = getattr(exc, "problem", None) or first_line(str(exc))
         raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc
+
+
+@functools.cache
+def _unique_key_loader() -> type:
+    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+    import yaml
+
+    class UniqueKeyLoader(yaml.SafeLoader):
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+            seen: dict[Any, int] = {}  # key -> the line it is first on
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge":  # `<<: *base` may be overridden
+                    continue
+                key = self.construct_object(key_node, deep=True)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: the safe loader refuses it itself
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        problem=f"key {key!r} given twice (first on line {first})",
+                        problem_mark=key_node.start_mark,
+                    )
+                seen[key] = key_node.start_mark.line + 1
+            return super().construct_mapping(node, deep=deep)
+
+    return UniqueKeyLoader
 
 
 def cache_root() -> Path:

@@ -10,6 +10,7 @@ computed the same way, so both give the same numbers.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,7 +45,9 @@ _SPAN_COLUMNS = {
     "extract_completion_tokens": pa.int64(),
 }
 _PANEL_COLUMNS = {
+    "judge_calls_each": pa.int64(),  # calls each judge answered (all answer the same)
     "judge_errors": pa.int64(),
+    "judge_failed": pa.list_(pa.string()),  # the judge of each failed or invalid call
     "judge_transport_failures": pa.list_(pa.string()),
     "judge_prompt_tokens": pa.int64(),
     "judge_completion_tokens": pa.int64(),
@@ -92,7 +95,11 @@ class SpanFacts:
             for panel in panels:
                 calls = record.judge_calls.get(panel, [])
                 facts |= {
+                    f"judge_calls_each:{panel}": max(
+                        Counter(c.model for c in calls).values(), default=0
+                    ),
                     f"judge_errors:{panel}": sum(call.error is not None for call in calls),
+                    f"judge_failed:{panel}": [c.model for c in calls if c.error is not None],
                     f"judge_transport_failures:{panel}": [
                         f"judge {c.model} {c.step}: {c.error}" for c in calls if c.transport_failed
                     ],

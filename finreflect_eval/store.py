@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import errno
 import fcntl
 import io
 import json
 import os
 import secrets
-import tempfile
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -37,7 +38,7 @@ LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
-INDEX_FORMAT = "2"  # in the index's file names: bump when its files or their columns change
+INDEX_FORMAT = "3"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass
@@ -53,6 +54,8 @@ class Run:
     or written to it by the last save)."""
     votes: dict[str, dict[str, VoteTable]] = field(default_factory=dict)
     """By panel, by task: the votes as the score index holds them (see `span_facts`)."""
+    written: bool = True
+    """False for a new run whose files are not written yet (see `RunStore.start`)."""
 
     @property
     def folder(self) -> Path:
@@ -65,20 +68,28 @@ class RunStore:
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
 
-    # names
+    # names (the records check the names read from run files; this checks every path built)
+
+    def own(self, name: str) -> Path:
+        """The file `name` of this folder; a name that would point elsewhere, or a link (to
+        anywhere), is refused."""
+        path = self.folder / name
+        if path.parent != self.folder or name in ("", ".", ".."):
+            raise FinReflectError(f"{self.folder}: refused file name {name!r} (outside the folder)")
+        return not_a_link(path)
 
     def manifest_path(self, run: str) -> Path:
-        return self.folder / f"manifest_{run}.json"
+        return self.own(f"manifest_{run}.json")
 
     def samples_path(self, manifest: Manifest, task: str) -> Path:
-        return self.folder / manifest.tasks[task].samples
+        return self.own(manifest.tasks[task].samples)
 
     def results_path(self, run: str, panel: str) -> Path:
-        return self.folder / f"results_{run}_{panel}.json"
+        return self.own(f"results_{run}_{panel}.json")
 
     def review_path(self, run: str, task: str, panel: str) -> Path:
         """The review queue's stem: `.jsonl` and `.csv` beside each other."""
-        return self.folder / f"review_{task}_{run}_{panel}"
+        return self.own(f"review_{task}_{run}_{panel}")
 
     def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
         """The score index of a task's samples as they are on disk now: what scoring reads of
@@ -88,24 +99,32 @@ class RunStore:
         samples = self.samples_path(manifest, task)
         stat = samples.stat()
         stem = f"{samples.stem}.{stat.st_size}-{stat.st_mtime_ns}.v{INDEX_FORMAT}"
-        folder = self.folder / SCORE_INDEX
+        folder = not_a_link(self.folder / SCORE_INDEX)
         votes = {panel: folder / f"{stem}.votes.{panel}.arrow" for panel in manifest.judging}
         return folder / f"{stem}.spans.arrow", votes
 
     # writing
 
     def start(self, manifest: Manifest) -> Run:
-        """A new run: its manifest written, its samples files empty."""
+        """A new run, in memory: its files are written with its first records (`append`) or
+        its manifest (`finish`), so a run stopped before any model answered (a dead endpoint)
+        leaves nothing behind."""
+        return Run(self, manifest, {task: [] for task in manifest.tasks}, written=False)
+
+    def _write_new(self, run: Run) -> None:
+        """A new run's files: its manifest, its samples files empty."""
         self.folder.mkdir(parents=True, exist_ok=True)
-        for task in manifest.tasks:
-            write_atomic(self.samples_path(manifest, task), "")
-        self.write_manifest(manifest)
-        return Run(self, manifest, {task: [] for task in manifest.tasks})
+        for task in run.manifest.tasks:
+            write_atomic(self.samples_path(run.manifest, task), "")
+        self.write_manifest(run.manifest)
+        run.written = True
 
     def append(self, run: Run, task: str, records: list[SampleRecord]) -> None:
         """Add finished spans to the samples file, flushed to disk before returning."""
         if not records:
             return
+        if not run.written:
+            self._write_new(run)
         with self.samples_path(run.manifest, task).open("a", encoding="utf-8") as file:
             file.write("".join(record.model_dump_json() + "\n" for record in records))
             file.flush()
@@ -114,6 +133,13 @@ class RunStore:
 
     def write_manifest(self, manifest: Manifest) -> None:
         write_atomic(self.manifest_path(manifest.run), manifest.model_dump_json(indent=2) + "\n")
+
+    def finish(self, run: Run) -> None:
+        """The manifest written as the run is now (its files first, for a run with no records)."""
+        if run.written:
+            self.write_manifest(run.manifest)
+        else:
+            self._write_new(run)
 
     def save(self, run: Run) -> None:
         """Rewrite every samples file (with its score index, which the run then holds) and the
@@ -157,8 +183,12 @@ class RunStore:
         """A run of this folder by id, or its newest one. `for_scoring`: each task whose
         samples have a whole score index is read from it instead (into `Run.span_facts` and
         `Run.votes`: see `score_index`)."""
-        path = self.manifest_path(run) if run else newest(self.folder, "manifest_*.json")
+        path = (
+            self.manifest_path(run) if run else not_a_link(newest(self.folder, "manifest_*.json"))
+        )
         manifest = read(Manifest, path)
+        if path.name != f"manifest_{manifest.run}.json":
+            raise FinReflectError(f"{path}: field 'run': {manifest.run} is not the run of its name")
         loaded = Run(self, manifest, {})
         for task in manifest.tasks:
             samples = self.samples_path(manifest, task)
@@ -187,16 +217,21 @@ class RunStore:
         whole = spans_path.exists() and all(path.exists() for path in vote_paths.values())
         return (spans_path, vote_paths) if whole else None
 
-    def unfinished(self, same_run: dict) -> Run | None:
-        """The newest unfinished run of this folder whose settings are `same_run` (see
-        `Manifest.identity`), to continue it."""
+    def unfinished(self, same_run: dict, panel: str | None = None) -> Run | None:
+        """The newest run of this folder whose settings are `same_run` (see
+        `Manifest.identity`), to continue it, if it is unfinished: still extracting, or (with
+        `panel`) not yet scored by that panel (killed while judging or scoring)."""
         for path in sorted(self.folder.glob("manifest_*.json"), reverse=True):
             try:
                 manifest = read(Manifest, path)
             except FinReflectError:
                 continue  # another version, or not ours: never resumed into
-            if manifest.status == "extracting" and identity(manifest) == same_run:
+            if identity(manifest) != same_run or path != self.manifest_path(manifest.run):
+                continue
+            scored = panel is None or self.results_path(manifest.run, panel).exists()
+            if manifest.status == "extracting" or not scored:
                 return self.load(manifest.run)
+            return None  # the newest such run is finished: a rerun is a new run
         return None
 
 
@@ -217,7 +252,14 @@ def writing(folder: Path) -> Iterator[None]:
             _HELD[folder] -= 1
         return
     folder.mkdir(parents=True, exist_ok=True)
-    with (folder / LOCK).open("a+") as lock:
+    not_a_link(folder / SCORE_INDEX)  # (its stale files are removed below)
+    try:  # never through a link: truncating it would empty whatever it points at
+        handle = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            raise
+        not_a_link(folder / LOCK)
+    with os.fdopen(handle, "a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -239,6 +281,14 @@ def writing(folder: Path) -> Iterator[None]:
             del _HELD[folder]
             lock.truncate(0)
             fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def not_a_link(path: Path) -> Path:
+    """`path`, refused when it is a symbolic link: a run folder is input, and writing through a
+    link it holds would change files outside it."""
+    if path.is_symlink():
+        raise FinReflectError(f"{path} is a symbolic link; a run folder's files must be its own")
+    return path
 
 
 def identity(manifest: Manifest) -> dict:
@@ -327,9 +377,13 @@ def spreadsheet_safe(value: object) -> object:
 
 def write_atomic(path: Path, text: str | bytes) -> None:
     """Write through a temporary file of this writer's own and a rename: a killed write leaves
-    the old file whole, and concurrent writers never touch each other's temporary file."""
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    the old file whole, and concurrent writers never touch each other's temporary file. The
+    file gets the mode `open(path, "w")` would give it: an existing file keeps its own, a new
+    one is 0666 less the umask (a leaderboard's pages must stay readable by a web server)."""
+    handle, temporary = _create_beside(path)
     try:
+        with contextlib.suppress(FileNotFoundError):
+            os.fchmod(handle, stat.S_IMODE(os.stat(path).st_mode))
         if isinstance(text, bytes):
             with os.fdopen(handle, "wb") as file:
                 file.write(text)
@@ -340,6 +394,17 @@ def write_atomic(path: Path, text: str | bytes) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+def _create_beside(path: Path) -> tuple[int, str]:
+    """A new file of a unique name beside `path`, created as `open` creates files: 0666 less
+    the umask (`tempfile.mkstemp` makes it 0600, which the rename would pass on)."""
+    while True:
+        temporary = path.parent / f".{path.name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), str(temporary)
+        except FileExistsError:  # another writer's: draw another name
+            continue
 
 
 def newest(folder: Path, pattern: str) -> Path:

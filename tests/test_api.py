@@ -2,15 +2,20 @@
 against the command line's own results."""
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import datasets
+import huggingface_hub
 import pytest
 from support import scripted_judges
 from support.hub_server import hub_server
 from support.runs import TRIPLES, panel_file, run_args
 
 import finreflect_eval
+from finreflect_eval import progress
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.hub_log import HubLogArgs, dataset_card
 from finreflect_eval.judging import Panel
@@ -39,6 +44,7 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
 ):
     result, expected = cli_results(cli, env, tmp_path / "cli")
     assert result.returncode == 0, result.stderr
+    assert f"{TASK} extract: 100%" in result.stderr  # the command line shows progress
 
     capfd.readouterr()
     candidate = ScriptedModel("candidate", responses=[json.dumps(TRIPLES)])
@@ -50,7 +56,7 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
         limit=3,
         output_path=tmp_path / "api",
     )
-    assert capfd.readouterr().out == ""
+    assert capfd.readouterr() == ("", "")  # no progress bars either
     got = results.model_dump(mode="json", by_alias=True)
     for details in (got["details"][TASK], expected["details"][TASK]):
         details.pop("seconds")  # wall time
@@ -67,7 +73,7 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
     rejudged = finreflect_eval.evaluate_run(tmp_path / "api" / "candidate", judges=panel)
     assert rejudged.judges.panel == "scripted-test"
     assert rejudged.model_dump(by_alias=True)["results"] == got["results"]
-    assert capfd.readouterr().out == ""
+    assert capfd.readouterr() == ("", "")
 
 
 def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
@@ -101,6 +107,190 @@ def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
     assert not (tmp_path / "theirs" / "cache.sqlite").exists()
     with pytest.raises(FinReflectError, match="batch_size is for a model given by name"):
         finreflect_eval.simple_evaluate(ScriptedModel(), tasks=TASK, judges=panel, batch_size=4)
+
+
+def by_name(folder: Path) -> dict:
+    """`simple_evaluate` arguments of a cheap valid run: a scripted candidate named by name."""
+    responses = folder / "candidate.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    responses.write_text(json.dumps([json.dumps(TRIPLES)]))
+    return {
+        "model": "candidate",
+        "model_args": f"responses={responses}",
+        "backend": "scripted",
+        "tasks": TASK,
+        "judges": loaded_judges(),
+        "dataset": "sample",
+        "limit": 2,
+        "output_path": folder / "out",
+    }
+
+
+# (argument, bad value, the exception expected besides FinReflectError)
+BAD_SIMPLE_EVALUATE_ARGUMENTS = [
+    ("model", 123, TypeError),
+    ("model", None, TypeError),
+    ("model", "", ValueError),
+    ("model_args", [1, 2], TypeError),
+    ("model_args", 5, TypeError),
+    ("model_args", {1: "a"}, TypeError),
+    ("tasks", None, TypeError),
+    ("tasks", {1, 2}, TypeError),
+    ("tasks", [TASK, 3], TypeError),
+    ("judges", ["a", "b", "c"], TypeError),
+    ("judges", {"a": "b"}, TypeError),
+    ("judges", [], ValueError),
+    ("judges", 5, TypeError),
+    ("backend", 5, TypeError),
+    ("dataset", 5, TypeError),
+    ("limit", "2", TypeError),
+    ("limit", True, TypeError),
+    ("limit", -1, ValueError),
+    ("limit", 1.5, ValueError),
+    ("num_fewshot", "1", TypeError),
+    ("num_fewshot", -1, ValueError),
+    ("batch_size", [1], TypeError),
+    ("batch_size", "banana", ValueError),
+    ("batch_size", "auto:x", ValueError),
+    ("batch_size", 0, ValueError),
+    ("max_batch_size", "8", TypeError),
+    ("device", 0, TypeError),
+    ("revision", 2, TypeError),
+    ("trust_remote_code", "yes", TypeError),
+    ("system_instruction", ["be brief"], TypeError),
+    ("fewshot_as_multiturn", "yes", TypeError),
+    ("gen_kwargs", 5, TypeError),
+    ("gen_kwargs", ["temperature=0", 1], TypeError),
+    ("seed", "x", TypeError),
+    ("seed", 1.5, TypeError),
+    ("output_path", 5, TypeError),
+    ("output_path", None, TypeError),
+    ("use_cache", 5, TypeError),
+    ("include_path", 5, TypeError),
+    ("include_path", [5], TypeError),
+    ("shard", "0/2", TypeError),
+    ("max_invalid_share", 2, ValueError),
+    ("max_invalid_share", "0.1", TypeError),
+    ("max_judge_failure_share", 1.5, ValueError),
+    ("model_args", ["api_key=sk-never-shown", 1], TypeError),
+    ("allow_failures", "no", TypeError),
+    ("show_progress", "no", TypeError),
+    ("bogus", 1, TypeError),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "error"), BAD_SIMPLE_EVALUATE_ARGUMENTS)
+def test_simple_evaluate_names_a_bad_argument_before_any_work(tmp_path, name, value, error):
+    arguments = by_name(tmp_path)
+    if name in ("batch_size", "max_batch_size", "device", "revision", "trust_remote_code"):
+        arguments["backend"] = "hf"  # options of the hf backend; nothing loads before the error
+    with pytest.raises(error, match=rf"^{name}\b") as raised:
+        finreflect_eval.simple_evaluate(**{**arguments, name: value})
+    assert isinstance(raised.value, FinReflectError)
+    assert "sk-never-shown" not in str(raised.value)
+    assert not (tmp_path / "out").exists()
+
+
+BAD_EVALUATE_RUN_ARGUMENTS = [
+    ("samples", None, TypeError),
+    ("samples", 5, TypeError),
+    ("samples", [], ValueError),
+    ("samples", ["run", 1], TypeError),
+    ("judges", ["a", "b", "c"], TypeError),
+    ("use_cache", 5, TypeError),
+    ("include_path", 5, TypeError),
+    ("max_invalid_share", -0.1, ValueError),
+    ("allow_failures", 1, TypeError),
+    ("show_progress", None, TypeError),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "error"), BAD_EVALUATE_RUN_ARGUMENTS)
+def test_evaluate_run_names_a_bad_argument(tmp_path, name, value, error):
+    arguments = {"samples": tmp_path / "run", name: value}
+    with pytest.raises(error, match=rf"^{name}\b") as raised:
+        finreflect_eval.evaluate_run(**arguments)
+    assert isinstance(raised.value, FinReflectError)
+
+
+def test_simple_evaluate_takes_paths_and_a_single_include_path(tmp_path):
+    arguments = by_name(tmp_path)
+    (tmp_path / "more-tasks").mkdir()
+    sample = Path(finreflect_eval.__file__).parent / "sample"
+    results = finreflect_eval.simple_evaluate(
+        **{**arguments, "model": Path("candidate"), "dataset": sample},
+        include_path=str(tmp_path / "more-tasks"),  # one folder (lm-eval's form), not a list
+        use_cache=tmp_path / "cache.sqlite",
+    )
+    assert results.model_name == "candidate"
+    assert results.n_samples[TASK].effective == 2
+    assert (tmp_path / "cache.sqlite").is_file()
+
+
+def test_progress_bars_only_when_asked(tmp_path, capfd):
+    arguments = by_name(tmp_path)
+    capfd.readouterr()
+    finreflect_eval.simple_evaluate(**arguments, show_progress=True)
+    shown = capfd.readouterr()
+    assert shown.out == ""
+    assert f"{TASK} extract: 100%" in shown.err and "judge judge-0: 100%" in shown.err
+
+    rejudged = finreflect_eval.evaluate_run(
+        tmp_path / "out" / "candidate", judges=loaded_judges(), use_cache=False, show_progress=True
+    )
+    assert rejudged.results and "judge judge-0: 100%" in capfd.readouterr().err
+    finreflect_eval.evaluate_run(tmp_path / "out" / "candidate", judges=loaded_judges())
+    assert capfd.readouterr() == ("", "")
+    with pytest.raises(FinReflectError, match="no-such-panel"):  # a failing call too
+        finreflect_eval.evaluate_run(tmp_path / "out" / "candidate", judges="no-such-panel")
+    # Off only inside the calls: the command line's default, and the Hugging Face libraries'.
+    assert progress.shown() and datasets.is_progress_bar_enabled()
+    assert not huggingface_hub.utils.are_progress_bars_disabled()
+
+
+QUIET_RUN = """
+import json, sys
+from pathlib import Path
+from support import scripted_judges
+from support.runs import TRIPLES
+import finreflect_eval
+from finreflect_eval.models.scripted import ScriptedModel
+
+folder = Path(sys.argv[1])
+finreflect_eval.simple_evaluate(
+    model=ScriptedModel("candidate", responses=[json.dumps(TRIPLES)]),
+    tasks="finreflect_smoke_single_pass",
+    judges=[ScriptedModel(responses=scripted_judges.accepts_all)],
+    dataset="sample",
+    limit=2,
+    num_fewshot=1,
+    fewshot_as_multiturn=True,  # logs a warning: shown only where the caller set up logging
+    output_path=folder,
+)
+"""
+
+
+def test_simple_evaluate_prints_nothing_unless_logging_is_set_up(tmp_path, env):
+    """In a fresh process, as a script that never configured logging runs it (pytest's own
+    logging handlers would hide the difference)."""
+    command = [sys.executable, "-c", QUIET_RUN, str(tmp_path / "quiet")]
+    quiet = subprocess.run(
+        command, capture_output=True, text=True, env=_environment(env), timeout=300
+    )
+    assert quiet.returncode == 0, quiet.stderr
+    assert (quiet.stdout, quiet.stderr) == ("", "")
+
+    configured = "import logging; logging.basicConfig()\n" + QUIET_RUN
+    command = [sys.executable, "-c", configured, str(tmp_path / "logged")]
+    logged = subprocess.run(
+        command, capture_output=True, text=True, env=_environment(env), timeout=300
+    )
+    assert logged.returncode == 0, logged.stderr
+    assert "fewshot_as_multiturn has no effect" in logged.stderr
+
+
+def _environment(env: dict) -> dict:
+    return {**os.environ, "HF_HUB_OFFLINE": "1", **env}
 
 
 HUB_ARGS = (

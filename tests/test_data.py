@@ -1,3 +1,6 @@
+import re
+from pathlib import Path
+
 import pandas as pd
 import pytest
 
@@ -179,3 +182,75 @@ def test_replace_removes_only_the_datasets_own_files(tmp_path):
     write_dataset_folder(tmp_path, {"spans": {"test": spans[:1]}}, replace=True)
     assert keep.read_bytes() == b"mine"
     assert len(load_benchmark(str(tmp_path)).spans) == 1
+
+
+def our_dataset(folder):
+    """A dataset folder as `dataset build` writes it: README.md card and spans parquet."""
+    from finreflect_eval.data import write_dataset_folder
+
+    return write_dataset_folder(folder, {"spans": {"test": load_benchmark("sample").spans[:2]}})
+
+
+def files_under(folder):
+    return {p.relative_to(folder): p.read_bytes() for p in folder.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_a_readme_not_written_here_is_never_replaced(tmp_path, replace):
+    from finreflect_eval.data import write_dataset_folder
+
+    (tmp_path / "README.md").write_text("# My project\n")
+    with pytest.raises(FinReflectError, match=r"holds README\.md, which finreflect-eval did not"):
+        write_dataset_folder(
+            tmp_path, {"spans": {"test": load_benchmark("sample").spans[:2]}}, replace=replace
+        )
+    assert files_under(tmp_path) == {Path("README.md"): b"# My project\n"}
+
+
+def test_a_file_not_written_here_among_the_data_files_is_refused(tmp_path):
+    from finreflect_eval.data import write_dataset_folder
+
+    our_dataset(tmp_path)
+    (tmp_path / "spans" / "mine.parquet").write_bytes(b"mine")
+    before = files_under(tmp_path)
+    with pytest.raises(FinReflectError, match=r"holds spans/mine\.parquet, which finreflect-eval"):
+        write_dataset_folder(tmp_path, {"spans": {"test": load_benchmark("sample").spans[:1]}})
+    assert files_under(tmp_path) == before
+
+
+@pytest.mark.parametrize(
+    "foreign", ["README.md", "pyproject.toml", "src/app.py", "spans/mine.parquet", ".git/HEAD"]
+)
+@pytest.mark.parametrize("replace", [False, True])
+def test_dataset_build_refuses_a_folder_holding_files_it_did_not_write(tmp_path, foreign, replace):
+    from finreflect_eval.data import check_output_folder
+
+    our_dataset(tmp_path)
+    (tmp_path / foreign).parent.mkdir(exist_ok=True)
+    (tmp_path / foreign).write_text("the user's own file\n")  # README.md: the card rewritten
+    folder = re.escape(str(tmp_path))
+    with pytest.raises(FinReflectError, match=rf"^{folder} holds {re.escape(foreign)}, which"):
+        check_output_folder(tmp_path, replace=replace)
+
+
+def test_dataset_build_writes_into_a_new_or_empty_folder_or_over_its_own_dataset(tmp_path):
+    from finreflect_eval.data import check_output_folder
+
+    check_output_folder(tmp_path / "new", replace=False)
+    (tmp_path / "empty" / "spans").mkdir(parents=True)  # folders without files are empty
+    check_output_folder(tmp_path / "empty", replace=False)
+    our_dataset(tmp_path / "built")
+    with pytest.raises(FinReflectError, match=r"already holds a dataset .*pass --replace"):
+        check_output_folder(tmp_path / "built", replace=False)
+    check_output_folder(tmp_path / "built", replace=True)
+
+
+def test_dataset_build_never_writes_through_a_link(tmp_path):
+    from finreflect_eval.data import check_output_folder
+
+    our_dataset(tmp_path / "built")
+    card = tmp_path / "built" / "README.md"
+    card.rename(tmp_path / "card.md")
+    card.symlink_to(tmp_path / "card.md")  # our card, but writing README.md would write card.md
+    with pytest.raises(FinReflectError, match=r"holds README\.md, which"):
+        check_output_folder(tmp_path / "built", replace=True)

@@ -71,9 +71,21 @@ def test_run_writes_results_samples_and_review_queue_and_score_reproduces_it(cli
 
 
 def test_a_failing_judge_abstains_and_is_counted(cli, tmp_path, env):
+    """Beyond --max-judge-failure-share a judge's failures stop scoring; within it (here: the
+    share raised to 1) each failed call is an abstention, counted."""
     panel = panel_file(tmp_path, "accepts_all", "rejects_all", "broken")
-    result = cli(*run_args(tmp_path, panel, "finreflect_single_pass"), env=env)
+    args = run_args(tmp_path, panel, "finreflect_single_pass")
+    stopped = cli(*args, env=env)
+    assert stopped.returncode == 1
+    line = stopped.stderr.strip().splitlines()[-1]
+    assert line.startswith(
+        "finreflect-eval: error: task finreflect_single_pass: judge judge-2 failed 12 of its "
+        "12 calls (more than --max-judge-failure-share 20%)"
+    )
+    assert not list((tmp_path / "out" / "candidate").glob("results_*.json"))
+    result = cli(*args, "--max-judge-failure-share", "1", env=env)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert len(list((tmp_path / "out" / "candidate").glob("manifest_*.json"))) == 1  # resumed
     (results_file,) = (tmp_path / "out" / "candidate").glob("results_*.json")
     results = json.loads(results_file.read_text())
     entry = results["results"]["finreflect_single_pass"]
@@ -97,9 +109,9 @@ def test_a_killed_run_resumes_without_redoing_completed_calls(cli, tmp_path, env
     calls = Path(env["SCRIPTED_JUDGE_LOG"]).read_text().count("call")
     assert calls == 5 + (12 - 4) + 0 + 12
     folder = tmp_path / "out" / "candidate"
-    newest = sorted(folder.glob("samples_finreflect_single_pass_*.jsonl"))[-1]
-    records = [json.loads(line) for line in newest.read_text().splitlines()]
-    assert all(step["cached"] for r in records for step in r["steps"])  # extraction not redone
+    (samples,) = folder.glob("samples_finreflect_single_pass_*.jsonl")  # the same run continued
+    records = [json.loads(line) for line in samples.read_text().splitlines()]
+    assert not any(step["cached"] for r in records for step in r["steps"])  # kept, not re-asked
     assert sum(call["cached"] for r in records for call in r["judge_calls"][PANEL]) == 4 + 12
 
 

@@ -1,6 +1,7 @@
 """`submit` and `leaderboard build`: verified submissions, refusals, and an escaped page."""
 
 import json
+import os
 import shutil
 
 import pytest
@@ -55,11 +56,12 @@ def test_a_changed_score_is_refused_naming_it(runs, tmp_path):
     data["results"]["results"][TASK]["precision,none"] = 99.0
     forged = tmp_path / "forged.json"
     forged.write_text(json.dumps(data))
-    with pytest.raises(FinReflectError) as error:
+    with pytest.raises(
+        FinReflectError,
+        match=rf"results\.{TASK}\.precision,none: submitted 99\.0, recomputed from the samples "
+        r"100\.0$",
+    ):
         submit(forged, tmp_path / "board")
-    message = str(error.value)
-    assert f"results.{TASK}.precision,none: submitted 99.0" in message
-    assert "recomputed from the samples 100.0" in message
     assert not (tmp_path / "board" / "submissions").exists()
 
 
@@ -108,13 +110,21 @@ def test_unknown_task_version_and_dataset_are_refused(runs, tmp_path):
         submit(path, tmp_path / "board")
 
 
-def test_out_of_range_values_are_refused(runs, tmp_path):
+@pytest.mark.parametrize("score", [140.0, -5.0])
+def test_a_score_out_of_range_is_refused_by_the_recomputation(runs, tmp_path, score):
+    """A score outside 0-100 cannot follow from valid votes: the recomputation from the samples
+    is the range check, and the refusal names the submitted and the recomputed value."""
     data = bundle(runs["org"])
-    data["results"]["results"][TASK]["relevance,none"] = 140.0
+    data["results"]["results"][TASK]["relevance,none"] = score
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(FinReflectError, match="relevance"):
+    with pytest.raises(
+        FinReflectError,
+        match=rf"^refused: results\.{TASK}\.relevance,none: submitted {score}, recomputed from "
+        r"the samples 100\.0$",
+    ):
         submit(path, tmp_path / "board")
+    assert not (tmp_path / "board" / "submissions").exists()
 
 
 def test_a_submission_edited_on_disk_stops_the_build_naming_the_file(runs, tmp_path):
@@ -199,3 +209,23 @@ def test_a_run_with_a_task_changed_by_a_flag_is_refused_naming_it(tmp_path):
     assert results.configs[TASK]["num_fewshot"] == 2
     with pytest.raises(FinReflectError, match="ran with num_fewshot=2, not the task's 1"):
         submit(run.store.results_path(results.run, results.judges.panel), tmp_path / "board")
+
+
+def test_built_files_follow_the_umask_and_keep_a_mode_set_by_hand(runs, tmp_path):
+    """The site's files get the mode an ordinary write gives them (0644 under umask 022: a web
+    server can read them), and a rebuild keeps the mode a maintainer gave a file."""
+    board = tmp_path / "board"
+    previous = os.umask(0o022)
+    try:
+        target, _ = submit(runs["org"], board)
+        names = ("index.html", "leaderboard.json", "leaderboard.csv", "judges.json")
+        modes = {
+            path.name: oct(path.stat().st_mode & 0o777)
+            for path in [target] + [board / n for n in names]
+        }
+        (board / "index.html").chmod(0o664)
+        build(board)
+    finally:
+        os.umask(previous)
+    assert set(modes.values()) == {"0o644"}, modes
+    assert oct((board / "index.html").stat().st_mode & 0o777) == "0o664"

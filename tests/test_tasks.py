@@ -246,3 +246,27 @@ def test_a_bad_metric_list_names_the_file_and_field(tmp_path, metrics, message):
     )
     with pytest.raises(FinReflectError, match=f"bad.yaml: field 'metric_list.*{message}"):
         TaskIndex([tmp_path / "tasks"])
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ("max_triples: 5\nmax_triples: 50\n", r"line 5\): key 'max_triples' given twice \(first"),
+        (
+            "generation_kwargs:\n  temperature: 0\n  seed: 1\n  temperature: 1\n",
+            r"line 7\): key 'temperature' given twice \(first on line 5\)",
+        ),
+        ("prompts: [{a: 1, a: 1}]\n", r"line 4\): key 'a' given twice"),
+    ],
+)
+def test_a_key_given_twice_names_the_file_key_and_line(tmp_path, body, message):
+    write(tmp_path, "bad.yaml", HEAD.format(base=bundled_base()) + "mode: single_pass\n" + body)
+    with pytest.raises(FinReflectError, match=r"bad\.yaml: not valid YAML \(" + message):
+        TaskIndex([tmp_path])
+
+
+def test_yaml_merge_keys_may_still_override(tmp_path):
+    from finreflect_eval.resources import load_yaml
+
+    path = write(tmp_path, "m.yaml", "base: &b {x: 1, y: 2}\nover:\n  <<: *b\n  x: 3\n")
+    assert load_yaml(path, "test file")["over"] == {"x": 3, "y": 2}

@@ -11,6 +11,7 @@ import traceback
 from collections.abc import Sequence
 
 from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.redaction import RedactingFilter, redact_text
 
 logger = logging.getLogger("finreflect_eval")
 
@@ -23,6 +24,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)  # a usage error exits 2
     level = getattr(logging, args.verbosity)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:  # at every level, no URL credentials
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     if level > logging.DEBUG:  # httpx logs every request at INFO: one line per model call
         for name in ("httpx", "httpx2", "httpcore"):
             logging.getLogger(name).setLevel(logging.WARNING)
@@ -36,8 +40,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         code, message = explain(exc)
         if level <= logging.DEBUG:
-            traceback.print_exception(exc, file=sys.stderr)
-        print(f"finreflect-eval: {message}", file=sys.stderr)
+            print(redact_text("".join(traceback.format_exception(exc))), end="", file=sys.stderr)
+        print(f"finreflect-eval: {redact_text(message)}", file=sys.stderr)
         return code
     return 0
 

@@ -4,6 +4,7 @@ each command, so `--help` is instant."""
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from finreflect_eval.errors import FinReflectError
 
@@ -27,8 +28,9 @@ def dataset_info(args: argparse.Namespace) -> None:
 
 
 def dataset_build(args: argparse.Namespace) -> None:
-    from finreflect_eval.data import build_spans, write_dataset_folder
+    from finreflect_eval.data import build_spans, check_output_folder, write_dataset_folder
 
+    check_output_folder(args.output, replace=args.replace)  # before chunking: refused at once
     spans = build_spans(
         args.files,
         max_tokens=args.max_tokens,
@@ -191,7 +193,7 @@ def audit_judges(args: argparse.Namespace) -> None:
 
 
 def _run_config(args: argparse.Namespace):
-    from finreflect_eval.evaluator import run_config
+    from finreflect_eval.api import run_config
     from finreflect_eval.sharding import Shard
 
     if isinstance(args.apply_chat_template, str):  # lm-eval picks one of a tokenizer's templates
@@ -201,7 +203,7 @@ def _run_config(args: argparse.Namespace):
         )
     return run_config(
         args.model,
-        args.model_args,
+        _key_values(args, "model_args"),
         args.tasks,
         backend=args.backend,
         dataset=args.dataset,
@@ -214,7 +216,7 @@ def _run_config(args: argparse.Namespace):
         trust_remote_code=args.trust_remote_code,
         system_instruction=args.system_instruction,
         fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
-        gen_kwargs=args.gen_kwargs,
+        gen_kwargs=_key_values(args, "gen_kwargs"),
         seed=args.seed,
         output_path=args.output_path,
         use_cache=False if args.no_cache else (args.cache or True),
@@ -226,11 +228,21 @@ def _run_config(args: argparse.Namespace):
 def _hub_log_args(args: argparse.Namespace):
     """`--hf_hub_log_args`, checked before any work (None: not given)."""
     from finreflect_eval.hub_log import HubLogArgs
-    from finreflect_eval.models import parse_model_args
 
     if not args.hf_hub_log_args:
         return None
-    return HubLogArgs.parse(parse_model_args(args.hf_hub_log_args))
+    return HubLogArgs.parse(_key_values(args, "hf_hub_log_args"), _typed(args, "hf_hub_log_args"))
+
+
+def _key_values(args: argparse.Namespace, dest: str) -> dict[str, Any]:
+    """A key=value option's items (`--model-args`, ...); errors name it as the user typed it."""
+    from finreflect_eval.models import parse_model_args
+
+    return parse_model_args(getattr(args, dest), flag=_typed(args, dest))
+
+
+def _typed(args: argparse.Namespace, dest: str) -> str:
+    return args.typed.get(dest, "--" + dest.replace("_", "-"))
 
 
 def _push(run, results, hub_args) -> None:
@@ -245,6 +257,9 @@ def _policy(args: argparse.Namespace):
 
     return FailurePolicy(
         max_invalid_share=getattr(args, "max_invalid_share", FailurePolicy.max_invalid_share),
+        max_judge_failure_share=getattr(
+            args, "max_judge_failure_share", FailurePolicy.max_judge_failure_share
+        ),
         allow_failures=getattr(args, "allow_failures", False),
     )
 
@@ -254,13 +269,12 @@ def _panel(args: argparse.Namespace, source):
     run); `--judge-endpoints` moves judges to servers."""
     from finreflect_eval.evaluator import choose_panel
     from finreflect_eval.judging import load_panel
-    from finreflect_eval.models import parse_model_args
 
     tasks = [] if source is None else getattr(source, "tasks", None)
     if tasks is None:  # a saved run
         tasks = list(source.manifest.tasks)
     panel = load_panel(choose_panel(args.judges, tasks, args.include_path))
     if args.judge_endpoints:
-        urls = parse_model_args(args.judge_endpoints)
+        urls = _key_values(args, "judge_endpoints")
         panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})
     return panel

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from finreflect_eval import __version__
 from finreflect_eval.cli import commands as handlers
+from finreflect_eval.errors import FinReflectError
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,8 +29,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--model-args",
         "-a",
         nargs="+",
+        action="extend",
         metavar="ARGS",
-        help="backend arguments: k=v,k2=v2 (or k=v k2=v2, or a JSON object)",
+        help="backend arguments: k=v,k2=v2 (or k=v k2=v2, or a JSON object; repeatable)",
     )
     parser.add_argument(
         "--tasks",
@@ -59,6 +61,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--gen-kwargs",
         nargs="+",
+        action="extend",
         metavar="KWARGS",
         help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0",
     )
@@ -72,7 +75,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "lm-eval's flags", "each becomes a model arg or a task field for this run"
     )
     lm_eval.add_argument(
-        "--batch-size", "-b", type=_batch_size, help="N, or auto (hf: the largest that fits)"
+        "--batch-size",
+        "-b",
+        type=_batch_size,
+        help="N, or auto (hf: the largest that fits; lm-eval's auto:N is read as auto)",
     )
     lm_eval.add_argument(
         "--max-batch-size", type=_positive_int, help="where --batch-size auto starts (hf)"
@@ -160,6 +166,7 @@ def _add_hub_logging(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--hf-hub-log-args",
         nargs="+",
+        action="extend",
         metavar="ARGS",
         help="also push the results and samples to a Hub dataset repo, as lm-eval does: "
         "hub_results_org=ORG,details_repo_name=NAME,push_results_to_hub=True,"
@@ -221,6 +228,14 @@ def _add_failure_policy(parser: argparse.ArgumentParser, scoring: bool) -> None:
         "retries (default 0.2); a span failed in transport always stops the run",
     )
     if scoring:
+        parser.add_argument(
+            "--max-judge-failure-share",
+            type=_share,
+            default=0.2,
+            metavar="S",
+            help="stop scoring when a judge failed (in transport, or with invalid output after "
+            "retries) more than this share of its calls on a task (default 0.2)",
+        )
         parser.add_argument(
             "--allow-failures",
             action="store_true",
@@ -393,7 +408,8 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument(
         "--replace",
         action="store_true",
-        help="overwrite a dataset already in --output (otherwise refused)",
+        help="overwrite a dataset finreflect-eval wrote in --output (otherwise refused); a "
+        "folder holding any other file is always refused",
     )
     build.set_defaults(func=handlers.dataset_build)
 
@@ -451,9 +467,12 @@ def _seed(value: str) -> int | None:
 
 
 def _batch_size(value: str) -> int | str:
-    if value == "auto" or value.startswith("auto:"):  # lm-eval's auto:N re-detects N times
-        return "auto"
-    return _positive_int(value)
+    from finreflect_eval.models import parse_batch_size
+
+    try:
+        return parse_batch_size(value)
+    except FinReflectError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _flag(value: str) -> bool:
@@ -525,7 +544,21 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         else:
             hint = ""
         args.parser.error(f"unrecognized argument {user}{hint}")
+    args.typed = _typed_options(argv, args.parser)
     return args
+
+
+def _typed_options(argv: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Each given option's destination → the option as the user first typed it (`--model_args`,
+    `-a`): messages about its value name it in their words."""
+    typed: dict[str, str] = {}
+    for token in argv:
+        flag = token.partition("=")[0]
+        ours = "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+        action = parser._option_string_actions.get(ours)
+        if action is not None:
+            typed.setdefault(action.dest, flag)
+    return typed
 
 
 def _spelled_like(option: str, written: str) -> str:

@@ -4,6 +4,7 @@ publishing dataset folders."""
 from finreflect_eval.data._build import (
     DEFAULT_MAX_TOKENS,
     build_spans,
+    check_output_folder,
     push_dataset,
     section_slug,
     write_card,
@@ -34,6 +35,7 @@ __all__ = [
     "Span",
     "available_splits",
     "build_spans",
+    "check_output_folder",
     "describe",
     "describe_slice",
     "evalbench_to_benchmark",

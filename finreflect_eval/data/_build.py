@@ -4,11 +4,14 @@ the `spans` config from 10-K filings, and push a folder to the Hub."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+import os
+import re
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import datasets
 import pyarrow.parquet as pq
+import yaml
 from huggingface_hub import DatasetCard, DatasetCardData
 from pydantic import BaseModel
 
@@ -39,18 +42,16 @@ def write_dataset_folder(
 ) -> Path:
     """Write `{config: {split: records}}` as `<config>/<split>-00000-of-00001.parquet` (the layout
     `push_to_hub` uses) and a README.md dataset card declaring every config in the folder;
-    `about` describes the data (default: the companies and years of its spans). With
-    `replace=False`, a folder that already holds a dataset is a one-line error; with `replace`,
-    its data files are all removed first (no stale split or config stays behind)."""
+    `about` describes the data (default: the companies and years of its spans). Files it did not
+    write are never replaced or mixed in: a README.md or a file under a config folder of anyone
+    else's is a one-line error (other files are left alone). With `replace=False`, a folder that
+    already holds a dataset is an error too; with `replace`, its data files are all removed
+    first (no stale split or config stays behind)."""
     output = Path(output)
-    existing = sorted(path for config in CONFIGS for path in output.glob(f"{config}/*.parquet"))
-    if existing and not replace:
-        raise FinReflectError(
-            f"{output} already holds a dataset ({existing[0].relative_to(output)}); choose another "
-            "--output, or pass --replace to overwrite it"
-        )
-    for stale in existing:
-        stale.unlink()
+    check_output_folder(output, replace=replace, others_beside=True)
+    for stale in dataset_files(output):
+        if stale.suffix == ".parquet":
+            (output / stale).unlink()
     for config, splits in tables.items():
         for split, records in splits.items():
             if not records:
@@ -62,6 +63,84 @@ def write_dataset_folder(
     spans = [span for split in tables.get("spans", {}).values() for span in split]
     write_card(output, about=about or _about(spans), pretty_name=pretty_name, license=license)
     return output
+
+
+# `<split>-00000-of-00001.parquet` under a config folder: the data files written here
+DATA_FILE = re.compile(r"\w+(\.\w+)*-00000-of-00001\.parquet")
+
+
+def check_output_folder(output: Path, *, replace: bool, others_beside: bool = False) -> None:
+    """Where `dataset build` may write: a new or empty folder or, with `replace`, one holding a
+    dataset written here. Any file it did not write is refused, naming it, so that `--output .`
+    never replaces a project's README.md nor mixes a dataset into a project. `others_beside`
+    allows files outside the dataset's own paths (README.md and the config folders): the
+    bundled sample keeps its sources beside its data."""
+    if output.exists() and not output.is_dir():
+        raise FinReflectError(f"--output {output} is a file, not a folder")
+    ours = []
+    for path in _files_under(output):  # stops at the first file not ours (`--output ~`)
+        if _is_ours(output, path):
+            ours.append(path)
+        elif not others_beside or path == Path("README.md") or path.parts[0] in CONFIGS:
+            raise FinReflectError(
+                f"{output} holds {path}, which finreflect-eval did not write; choose a new or "
+                "empty --output (--replace replaces only a dataset that finreflect-eval wrote)"
+            )
+    if ours and not replace:
+        raise FinReflectError(
+            f"{output} already holds a dataset ({min(ours)}); choose another --output, or pass "
+            "--replace to overwrite it"
+        )
+
+
+def dataset_files(folder: Path) -> list[Path]:
+    """The files under `folder` that `write_dataset_folder` writes, relative and sorted."""
+    return sorted(path for path in _files_under(folder) if _is_ours(folder, path))
+
+
+def _is_ours(folder: Path, path: Path) -> bool:
+    """Whether `path` (relative to `folder`) is a file `write_dataset_folder` writes: a data
+    file, or a README.md holding its dataset card (never a link: writing one would write its
+    target)."""
+    if (folder / path).is_symlink():
+        return False
+    if path == Path("README.md"):
+        return _is_dataset_card(folder / path)
+    return (
+        len(path.parts) == 2 and path.parts[0] in CONFIGS and bool(DATA_FILE.fullmatch(path.name))
+    )
+
+
+def _files_under(folder: Path) -> Iterator[Path]:
+    """Every file and link below `folder` (links are listed, never followed), relative, a
+    folder's own files before its subfolders'; folders without files count for nothing."""
+    for root, folders, files in os.walk(folder):
+        folders.sort()
+        links = [name for name in folders if Path(root, name).is_symlink()]
+        for name in sorted(files + links):
+            yield Path(root, name).relative_to(folder)
+
+
+def _is_dataset_card(path: Path) -> bool:
+    """Whether a README.md is a card as `write_card` writes it: a YAML header whose configs are
+    ours, each data file laid out as `<config>/<split>-00000-of-00001.parquet`."""
+    text = path.read_text(encoding="utf-8", errors="replace")
+    parts = text.split("---\n", 2)  # "", the YAML header, the body
+    if len(parts) < 3 or parts[0]:
+        return False
+    try:
+        metadata = yaml.safe_load(parts[1])
+        declared = [
+            (config["config_name"], Path(file["path"]))
+            for config in metadata["configs"]
+            for file in config["data_files"]
+        ]
+    except (yaml.YAMLError, TypeError, KeyError):  # not YAML, or not shaped like our card
+        return False
+    return bool(declared) and all(
+        config in CONFIGS and path.parent == Path(config) and DATA_FILE.fullmatch(path.name)
+        for config, path in declared
+    )
 
 
 def _about(spans: Sequence[BaseModel]) -> str:

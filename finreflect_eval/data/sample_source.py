@@ -11,7 +11,6 @@ import itertools
 from pathlib import Path
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from finreflect_eval.chunking import token_counter
@@ -24,7 +23,7 @@ from finreflect_eval.data._records import (
     text_sha256,
 )
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.resources import sample_dir
+from finreflect_eval.resources import load_yaml, sample_dir
 from finreflect_eval.schema import Triple, check_triple, load_schema
 
 AUTHORS = "finreflect-eval authors"
@@ -86,9 +85,9 @@ def read_sample_source(source_dir: str | Path) -> dict[str, dict[str, list]]:
 
 
 def _read(path: Path) -> _SourceFile:
-    try:
-        source = _SourceFile.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (yaml.YAMLError, ValidationError) as exc:
+    try:  # load_yaml: a key given twice is an error, as in every YAML file we read
+        source = _SourceFile.model_validate(load_yaml(path, "sample source"))
+    except ValidationError as exc:
         raise FinReflectError(f"{path}: {exc}") from exc
     schema = load_schema()
     for span in source.spans:

@@ -116,13 +116,18 @@ def load_entries(leaderboard: Path, kind: str) -> list[Entry]:
     in place is an error naming it."""
     model = Submission if kind == "submissions" else JudgeAudit
     entries = []
-    for path in sorted((leaderboard / kind).glob("*/*.json")):
+    for path in sorted((leaderboard / kind).rglob("*.json")):
+        if path.parent.parent != leaderboard / kind:  # never shown, so never stored
+            raise FinReflectError(
+                f"{path}: an entry must be {kind}/<name>/<run>.json, nothing else"
+            )
         try:
             entries.append(
                 entry_of(parse(model, read_json(path, MAX_SUBMISSION_BYTES), path), leaderboard)
             )
-        except FinReflectError as exc:
-            raise FinReflectError(f"{path}: {exc}") from exc
+        except FinReflectError as exc:  # named once, whoever named it first
+            named = str(exc).startswith(str(path))
+            raise FinReflectError(str(exc) if named else f"{path}: {exc}") from exc
     return entries
 
 

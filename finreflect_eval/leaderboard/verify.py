@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -26,6 +27,7 @@ from finreflect_eval.records import (
     parse,
     read_json,
 )
+from finreflect_eval.redaction import find_secret
 from finreflect_eval.scoring import FailurePolicy, compute_results, score_tables
 from finreflect_eval.store import load_run, newest
 from finreflect_eval.tasks import TASK_OVERRIDES, TaskIndex
@@ -56,7 +58,9 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
         task: [record.model_copy(update={"arguments": {}}) for record in records]
         for task, records in run.records.items()
     }  # prompts are not needed to recompute a number
-    return Submission(results=results, manifest=run.manifest, samples=samples)
+    # The cache file's path is the submitter's own folder: nothing a number depends on.
+    manifest = run.manifest.model_copy(update={"cache": None})
+    return Submission(results=results, manifest=manifest, samples=samples)
 
 
 def one_line_refusal(check: Callable[..., T]) -> Callable[..., T]:
@@ -82,6 +86,20 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
     `smoke` (the bundled sample)."""
     results, manifest = submission.results, submission.manifest
     check_model_name(results.config.model_name)
+    for name, part in (("results", results), ("manifest", manifest)):
+        secret = find_secret(part.model_dump(mode="json", by_alias=True), name)
+        if secret:
+            raise FinReflectError(
+                f"refused: {secret} holds a secret (a URL's user:password, a key or a token); "
+                "a submission is published: rerun with the credentials out of the arguments "
+                "(an API key goes in an environment variable, see api_key_env)"
+            )
+    for task, config in results.configs.items():
+        if "files" not in config:  # a run of a version that recorded the user's folders
+            raise FinReflectError(
+                f"refused: configs.{task} records its task files by local path (a run of an "
+                "older finreflect-eval); rerun it to submit"
+            )
     if results.config.shard or manifest.shard:
         raise FinReflectError(
             "refused: these are one shard's results; merge every shard first "
@@ -115,12 +133,13 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
             "refused: these results were scored with --allow-failures; a leaderboard run has no "
             "failed calls (rerun the same command to retry them, then score again)"
         )
+    _check_spans(records, dataset, registered)
+    # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
+    _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     span_facts, votes = score_tables(manifest, records, panel)
     failed = FailurePolicy().problems(span_facts, panel)
     if failed:
         raise FinReflectError(f"refused: {failed[0]}; rerun the same command to retry them")
-    _check_spans(records, dataset, registered)
-    _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     # Every number must follow from the submitted samples.
     recomputed = compute_results(manifest, panel, span_facts, votes)
     difference = first_difference(
@@ -204,8 +223,12 @@ def _check_spans(
 
 
 def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: list[str]) -> None:
-    """Each item has one vote from each panel member and nobody else, with a valid label."""
+    """Each item has one vote from each panel member and nobody else, with a valid label; and
+    no judge abstained on more than the failure policy's share of its items (its failed calls
+    are counted from the samples' calls too, but the votes say it whatever the calls say)."""
+    limit = FailurePolicy.max_judge_failure_share
     for task, rows in records.items():
+        items, abstained = Counter[str](), Counter[str]()
         for record in rows:
             for criterion, votes in record.votes.get(panel, {}).items():
                 per_triple = CRITERIA[criterion].per == "triple"
@@ -221,6 +244,15 @@ def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: lis
                         f"refused: task {task}, span {record.span_id}, {criterion}: the votes "
                         "are not one valid vote per item from each panel judge"
                     )
+                for judge, cast in votes.items():
+                    items[judge] += sum(not vote.synthetic for vote in cast)
+                    abstained[judge] += sum(v.verdict is None and not v.synthetic for v in cast)
+        for judge in judges:
+            if abstained[judge] > limit * items[judge]:
+                raise FinReflectError(
+                    f"refused: task {task}: judge {judge} abstained on {abstained[judge]} of its "
+                    f"{items[judge]} items (more than {limit * 100:g}%): a failed judge"
+                )
 
 
 def _check_tasks(results: Results) -> None:

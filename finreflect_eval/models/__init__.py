@@ -15,6 +15,7 @@ from finreflect_eval.models._registry import (
     check_spec,
     get_backend,
     load_model,
+    parse_batch_size,
     parse_model_args,
     register_backend,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "get_backend",
     "json_schema_of",
     "load_model",
+    "parse_batch_size",
     "parse_model_args",
     "register_backend",
     "validate_output",

@@ -12,7 +12,7 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 from pydantic import BaseModel
 from tqdm.auto import tqdm
 
+from finreflect_eval import progress
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._cache import ResponseCache
 
@@ -173,14 +174,15 @@ def validate_output(text: str, schema: JsonSchema | None) -> tuple[Any, str | No
 
 
 class LM(ABC):
-    """A loaded model. Subclasses implement `_complete`; callers use `generate`.
+    """A loaded model. Subclasses implement `_complete` (a backend whose answers arrive one by
+    one, a server, also `_complete_as_done`); callers use `generate`.
 
     Args:
         model: model id, path or alias.
         revision: Hub revision, part of the cache key.
         cache: response cache, or None for no caching.
-        batch_size: requests per backend call; the cache is written after each batch, so an
-            interrupted run resumes from the last finished batch.
+        batch_size: requests per backend call; each final answer is cached as it arrives (after
+            each batch in process), so an interrupted run resumes with only what is missing.
         max_retries: extra attempts for an output that fails validation.
     """
 
@@ -278,29 +280,36 @@ class LM(ABC):
         self.check_context([requests[i] for i in pending])
         self.fit_batch_size([requests[i] for i in pending])
         with tqdm(
-            total=len(pending), desc=desc or f"{self.backend}:{self.model}", disable=not pending
+            total=len(pending),
+            desc=desc or f"{self.backend}:{self.model}",
+            disable=not pending or not progress.shown(),
         ) as bar:
             for start in range(0, len(pending), self.batch_size):
                 batch = pending[start : start + self.batch_size]
-                for index, result in zip(
-                    batch, self._generate_validated([requests[i] for i in batch]), strict=True
-                ):
+                outcomes = [GenerationResult(text=None) for _ in batch]
+                # Each result is cached once final, as it comes: a killed run keeps every answer
+                # it received. Transport failures are not cached: retried on a rerun.
+                for done in self._generate_validated([requests[i] for i in batch], outcomes):
+                    if self.cache is not None:
+                        self.cache.put_many(
+                            (keys[batch[i]], outcomes[i].to_cache())
+                            for i in done
+                            if outcomes[i].attempts
+                        )
+                    bar.update(len(done))
+                for index, result in zip(batch, outcomes, strict=True):
                     results[index] = result
-                if self.cache is not None:
-                    self.cache.put_many(
-                        (keys[i], results[i].to_cache())
-                        for i in batch
-                        if results[i].attempts  # transport failures are not cached: retry later
-                    )
-                bar.update(len(batch))
         for index, key in enumerate(keys):
             if results[index] is None:  # a duplicate: a copy of the first one's result
                 first = results[first_of[key]]
                 results[index] = replace(first, cached=True, raw_outputs=list(first.raw_outputs))
         return results  # type: ignore[return-value]
 
-    def _generate_validated(self, requests: list[GenerationRequest]) -> list[GenerationResult]:
-        results = [GenerationResult(text=None) for _ in requests]
+    def _generate_validated(
+        self, requests: list[GenerationRequest], results: list[GenerationResult]
+    ) -> Iterator[list[int]]:
+        """Fill `results` (one per request): each output validated, an invalid one asked again
+        (bounded); yields the indices of results as they become final (no retry left)."""
         todo = list(range(len(requests)))
         for attempt in range(self.max_retries + 1):
             if not todo:
@@ -308,25 +317,37 @@ class LM(ABC):
             batch = [_retry_request(requests[i], attempt) for i in todo]
             self.stats["backend_calls"] += 1
             self.stats["requests_generated"] += len(batch)
-            completions = self._complete(batch)
             retry = []
-            for index, completion in zip(todo, completions, strict=True):
-                result = results[index]
-                result.prompt_tokens += completion.prompt_tokens
-                result.completion_tokens += completion.completion_tokens
-                if completion.error is not None:  # transport failure: report, don't cache
-                    # Even after an invalid output: the whole call is asked again on a rerun.
-                    result.error, result.attempts, result.raw_outputs = completion.error, 0, []
-                    continue
-                result.attempts += 1
-                result.text = completion.text or ""
-                result.raw_outputs.append(result.text)
-                result.parsed, result.error = validate_output(result.text, requests[index].schema)
-                if result.error is not None:
-                    retry.append(index)
-            todo = retry
+            for arrived in self._complete_as_done(batch):
+                final = []
+                for position, completion in arrived:
+                    index = todo[position]
+                    result = results[index]
+                    result.prompt_tokens += completion.prompt_tokens
+                    result.completion_tokens += completion.completion_tokens
+                    if completion.error is not None:  # transport failure: report, don't cache
+                        # Even after an invalid output: the whole call is asked again on a rerun.
+                        result.error, result.attempts, result.raw_outputs = completion.error, 0, []
+                        final.append(index)
+                        continue
+                    result.attempts += 1
+                    result.text = completion.text or ""
+                    result.raw_outputs.append(result.text)
+                    schema = requests[index].schema
+                    result.parsed, result.error = validate_output(result.text, schema)
+                    invalid = result.error is not None
+                    (retry if invalid and attempt < self.max_retries else final).append(index)
+                yield final
+            todo = sorted(retry)  # in request order, as the first attempt (batches stay alike)
         self.stats["failures"] += sum(not r.ok for r in results)
-        return results
+
+    def _complete_as_done(
+        self, requests: list[GenerationRequest]
+    ) -> Iterator[list[tuple[int, Completion]]]:
+        """The completions of `requests` by position, in groups as they arrive; a backend that
+        answers requests one by one (a server) yields each as it comes, so that it is cached
+        at once."""
+        yield list(enumerate(self._complete(requests)))
 
     def _from_cache(self, hit: dict[str, Any], schema: JsonSchema | None) -> GenerationResult:
         result = GenerationResult(cached=True, **hit)

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.redaction import REDACTED, redact, redact_text
 
 logger = logging.getLogger(__name__)
 
@@ -53,36 +54,92 @@ def get_backend(name: str) -> type[LM]:
 _WORDS = {"true": True, "false": False, "none": None, "null": None}
 
 
-def parse_model_args(text: str | Sequence[str] | dict[str, Any] | None) -> dict[str, Any]:
+def parse_model_args(
+    text: str | Sequence[str] | dict[str, Any] | None, flag: str = "--model-args"
+) -> dict[str, Any]:
     """`k=v,k2=v2` → dict; also a JSON object, several such items (lm-eval's `--model_args a=1
-    b=2`), or a dict. Values are Python literals where they parse (`4`, `0.9`, `{...}`);
-    `true`/`false`/`none` in any case are booleans and None (as lm-eval users write them)."""
+    b=2`, merged key by key), or a dict. Values are Python literals where they parse (`4`,
+    `0.9`, `{...}`); `true`/`false`/`none` in any case are booleans and None (as lm-eval users
+    write them). A key given twice in one item, or with two different values in two items, is
+    an error; errors name `flag`, the option as the user typed it."""
     if isinstance(text, dict):
         return dict(text)
     if not isinstance(text, str):
-        return {key: value for item in text or () for key, value in parse_model_args(item).items()}
+        args: dict[str, Any] = {}
+        for item in text or ():
+            for key, value in parse_model_args(item, flag).items():
+                if key in args and args[key] != value:
+                    raise _given_twice(flag, key, args[key], value)
+                args[key] = value
+        return args
     if text.strip().startswith("{"):
-        try:
-            parsed = json.loads(text)
-        except json.JSONDecodeError as exc:
-            message = f"--model-args {text[:40]!r}: not a JSON object ({exc.msg})"
-            raise FinReflectError(message) from None
-        if not isinstance(parsed, dict):
-            raise FinReflectError(f"--model-args {text[:40]!r}: not a JSON object")
-        return parsed
-    args: dict[str, Any] = {}
+        return _json_object(text, flag)
+    args = {}
     for item in filter(None, (part.strip() for part in _split_top_level(text))):
         key, sep, value = (part.strip() for part in item.partition("="))
         if not sep or not key:
-            raise FinReflectError(f"--model-args item '{item}' is not key=value")
-        if value.lower() in _WORDS:
-            args[key] = _WORDS[value.lower()]
-            continue
-        try:
-            args[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            args[key] = value
+            raise FinReflectError(f"{flag} item '{_shown(item)}' is not key=value")
+        parsed = _literal(value)
+        if key in args:
+            raise _given_twice(flag, key, args[key], parsed)
+        args[key] = parsed
     return args
+
+
+def parse_batch_size(value: int | str) -> int | str:
+    """`N`, `auto`, or lm-eval's `auto:N` (which re-detects the size N times: read as `auto`),
+    with N ≥ 1; the one reading of a batch size, for the command line and the Python API."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    text = str(value)
+    number = text.removeprefix("auto:")
+    if text != "auto" and not (number.isascii() and number.isdigit() and int(number) >= 1):
+        raise FinReflectError(f"must be N, auto or auto:N (N ≥ 1), got {value}")
+    return int(text) if text.isdigit() else "auto"
+
+
+def _literal(value: str) -> Any:
+    if value.lower() in _WORDS:
+        return _WORDS[value.lower()]
+    try:
+        return ast.literal_eval(value)
+    except (ValueError, SyntaxError):
+        return value
+
+
+def _json_object(text: str, flag: str) -> dict[str, Any]:
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+        for key, value in pairs:
+            if key in found:
+                raise _given_twice(flag, key, found[key], value)
+            found[key] = value
+        return found
+
+    # The text is not echoed: it may hold a key, and a cut excerpt defeats redaction.
+    try:
+        parsed = json.loads(text, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise FinReflectError(
+            f"{flag}: not a JSON object ({exc.msg} at character {exc.pos})"
+        ) from None
+    if not isinstance(parsed, dict):
+        raise FinReflectError(f"{flag}: not a JSON object")
+    return parsed
+
+
+def _shown(item: str) -> str:
+    """An item of a key=value list as an error shows it: a piece of a URL that a comma cut
+    (`pa,ssword@host`) is shown from its `@` on, and keys are redacted."""
+    if "@" in item and "://" not in item:
+        item = f"{REDACTED}@{item.rsplit('@', 1)[1]}"
+    return redact_text(item)
+
+
+def _given_twice(flag: str, key: str, first: Any, second: Any) -> FinReflectError:
+    # The values may be secrets (`api_key=...`, a URL with a password): shown redacted.
+    first, second = (redact({key: value})[key] for value in (first, second))
+    return FinReflectError(f"{flag}: key '{key}' given twice ({first!r} and {second!r}): keep one")
 
 
 def _split_top_level(text: str) -> list[str]:

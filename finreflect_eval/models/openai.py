@@ -10,12 +10,15 @@ import logging
 import os
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM, Completion, GenerationRequest, closed_schema
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.redaction import REDACTED, redact, redact_text, redact_url
 
 if TYPE_CHECKING:
     import httpx
@@ -25,6 +28,13 @@ logger = logging.getLogger(__name__)
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 EXCERPT_CHARS = 200
 PROBE_TIMEOUT = 10.0  # seconds for the first `GET /models`: any server answers it at once
+# An answer's size limit: a generous bound per token asked for (long tokens, JSON-escaped as
+# \uXXXX, stay well under 64 bytes on average) plus room for the rest of the body. A larger answer
+# comes from a server that ignored max_tokens: reading stops at the limit and the call fails in
+# transport, so the body is kept nowhere (samples, cache). The in-process backends (hf, vllm)
+# generate at most max_tokens tokens themselves and need no such bound.
+ANSWER_BYTES_PER_TOKEN = 64
+ANSWER_SLACK_BYTES = 2**20
 
 
 class OpenAIModel(LM):
@@ -45,6 +55,7 @@ class OpenAIModel(LM):
         max_backoff: the longest wait between attempts, in seconds.
         deadline: seconds one request may take in all, attempts and waits included, however
             the server behaves (a server trickling bytes is cut off too); then it fails.
+            An answer is also cut off, and fails, past `answer_limit(max_tokens)` bytes.
         failure_budget: after this many requests in a row failed in transport (each after its
             retries), the endpoint is given up: the remaining requests fail at once instead of
             each waiting out its retries against a dead server.
@@ -85,13 +96,23 @@ class OpenAIModel(LM):
             ) from None
         root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).
-        self.base_url = root.rstrip("/").removesuffix("/chat/completions")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise FinReflectError(f"base_url '{self.base_url}' must start with http:// or https://")
+        root = root.rstrip("/").removesuffix("/chat/completions")
+        if not root.startswith(("http://", "https://")):
+            raise FinReflectError(
+                f"base_url '{redact_text(root)}' must start with http:// or https://"
+            )
         try:
-            httpx.URL(self.base_url).copy_with()  # a malformed host or port is refused here
+            url = httpx.URL(root)
+            url.copy_with()  # a malformed host or port is refused here
         except (httpx.InvalidURL, UnicodeError) as exc:
-            raise FinReflectError(f"base_url '{self.base_url}' is not a URL: {exc}") from None
+            raise FinReflectError(
+                f"base_url '{redact_text(root)}' is not a URL: {redact_text(str(exc))}"
+            ) from None
+        # Credentials in the URL (`http://user:password@host/v1`) go as basic auth, and out of
+        # the URL: no message, log line, record or cache key holds them.
+        auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
+        self.base_url = str(url.copy_with(username=None, password=None)) if auth else root
+        self.endpoint = redact_url(self.base_url)  # as shown: no key in its query either
         # Model args come from the command line, where a value that is not a literal stays a str.
         if extra_body is not None and not isinstance(extra_body, dict):
             raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
@@ -109,7 +130,7 @@ class OpenAIModel(LM):
             )
         self.extra_body = extra_body or {}
         self.max_concurrency = max_concurrency
-        self._slots = _endpoint_slots(self.base_url, max_concurrency)
+        self._slots = _endpoint_slots(self.endpoint, max_concurrency)
         self.http_retries = http_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -123,7 +144,14 @@ class OpenAIModel(LM):
         api_key = os.environ.get(api_key_env)
         if api_key is not None and not api_key.isascii():
             raise FinReflectError(f"${api_key_env} holds characters an HTTP header cannot carry")
+        if api_key and auth:
+            logger.warning(
+                "base_url holds credentials: they are sent (basic auth), not $%s", api_key_env
+            )
+        # What a server might echo back (an error body quoting the request): never kept.
+        self._secrets = [s for s in (api_key, url.password, url.username) if s and len(s) >= 8]
         self._client = httpx.Client(
+            auth=auth,
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
             timeout=timeout,
             limits=httpx.Limits(
@@ -132,16 +160,37 @@ class OpenAIModel(LM):
         )
 
     def identity(self) -> dict[str, Any]:
-        return {**super().identity(), "base_url": self.base_url, "extra_body": self.extra_body}
+        # Without secrets (a key in the URL's query or in extra_body): the cache key too.
+        return {
+            **super().identity(),
+            "base_url": self.endpoint,
+            "extra_body": redact(self.extra_body),
+        }
 
     def close(self) -> None:
         self._client.close()
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
+        # (`LM.generate` uses `_complete_as_done`; this is the same, in request order.)
+        completions: list[Completion | None] = [None] * len(requests)
+        for arrived in self._complete_as_done(requests):
+            for index, completion in arrived:
+                completions[index] = completion
+        return completions  # type: ignore[return-value]
+
+    def _complete_as_done(
+        self, requests: list[GenerationRequest]
+    ) -> Iterator[list[tuple[int, Completion]]]:
+        """Each answer as it arrives (`LM.generate` caches it at once: a run killed now keeps
+        every answer it received)."""
         self._check_reachable()
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests)))
         try:
-            return list(pool.map(self._send, requests))  # map keeps the input order
+            futures = {pool.submit(self._send, request): i for i, request in enumerate(requests)}
+            waiting = set(futures)
+            while waiting:  # every answer that has come in since the last group, as one group
+                done, waiting = wait(waiting, return_when=FIRST_COMPLETED)
+                yield [(futures[future], future.result()) for future in done]
         finally:
             # On Ctrl-C, start none of the queued requests; those in flight end within `timeout`.
             pool.shutdown(cancel_futures=True)
@@ -184,7 +233,7 @@ class OpenAIModel(LM):
                 )
             except httpx.HTTPError as exc:
                 raise FinReflectError(
-                    f"cannot reach the endpoint {self.base_url}: {_one_line(_describe(exc))}"
+                    f"cannot reach the endpoint {self.endpoint}: {_one_line(_describe(exc))}"
                 ) from None
             self._reachable = True
 
@@ -199,7 +248,7 @@ class OpenAIModel(LM):
                 error=f"endpoint given up after {self.failure_budget} failed requests in a row "
                 f"(last: {self._last_failure})",
             )
-        completion = self._attempts(self.request_body(request))
+        completion = self._scrubbed(self._attempts(self.request_body(request), request.max_tokens))
         with self._state:
             if completion.error is None:
                 self._failures_in_row = 0
@@ -208,9 +257,18 @@ class OpenAIModel(LM):
                 self._last_failure = completion.error
         return completion
 
-    def _attempts(self, body: dict[str, Any]) -> Completion:
+    def _scrubbed(self, completion: Completion) -> Completion:
+        """The completion without any of this model's secrets in its text or error."""
+        text, error = completion.text, completion.error
+        for secret in self._secrets:
+            text = text.replace(secret, REDACTED) if text else text
+            error = error.replace(secret, REDACTED) if error else error
+        return replace(completion, text=text, error=error)
+
+    def _attempts(self, body: dict[str, Any], max_tokens: int) -> Completion:
         import httpx
 
+        limit = answer_limit(max_tokens)
         url = f"{self.base_url}/chat/completions"
         deadline = None  # starts once the request has a slot: queueing behind others is free
         for attempt in range(self.http_retries + 1):
@@ -218,12 +276,18 @@ class OpenAIModel(LM):
             try:
                 with self._slots:
                     deadline = deadline or time.monotonic() + self.deadline
-                    response = self._post(url, body, deadline)
+                    response = self._post(url, body, deadline, limit)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
                 problem = _one_line(_describe(exc))
             except _DeadlinePassed:
                 return Completion(
                     text=None, error=f"no answer within the {self.deadline:g} s deadline"
+                )
+            except _AnswerTooLarge:  # not retried: the server would send it again
+                return Completion(
+                    text=None,
+                    error=f"answer larger than the limit of {limit:,} bytes "
+                    f"(max_tokens {max_tokens}); not kept",
                 )
             except httpx.HTTPError as exc:  # e.g. an unsupported URL: retrying cannot help
                 return Completion(text=None, error=_one_line(_describe(exc)))
@@ -250,9 +314,10 @@ class OpenAIModel(LM):
                 time.sleep(delay)
         return Completion(text=None, error=f"{problem} (after {self.http_retries + 1} attempts)")
 
-    def _post(self, url: str, body: dict[str, Any], deadline: float) -> httpx.Response:
+    def _post(self, url: str, body: dict[str, Any], deadline: float, limit: int) -> httpx.Response:
         """POST and read the answer as a stream, so that the deadline holds even against a
-        server that sends a byte now and then (each read would stay within `timeout`)."""
+        server that sends a byte now and then (each read would stay within `timeout`), and an
+        answer over `limit` bytes (decoded) is dropped as soon as it passes the limit."""
         import httpx
 
         remaining = deadline - time.monotonic()
@@ -264,6 +329,8 @@ class OpenAIModel(LM):
             content = bytearray()
             for chunk in response.iter_bytes():
                 content += chunk
+                if len(content) > limit:
+                    raise _AnswerTooLarge
                 if time.monotonic() > deadline:
                     raise _DeadlinePassed
         # The body is decoded already: the new response must not decode it again.
@@ -277,6 +344,15 @@ class OpenAIModel(LM):
 
 class _DeadlinePassed(Exception):
     """A request's total deadline passed."""
+
+
+class _AnswerTooLarge(Exception):
+    """An answer passed its size limit."""
+
+
+def answer_limit(max_tokens: int) -> int:
+    """The most bytes an answer to a request for `max_tokens` tokens may take."""
+    return max_tokens * ANSWER_BYTES_PER_TOKEN + ANSWER_SLACK_BYTES
 
 
 _SLOTS: dict[str, tuple[int, threading.Semaphore]] = {}  # base_url -> (size, slots)

@@ -17,9 +17,13 @@ from typing import Any
 
 
 def answer(content: str | None, prompt_tokens: int = 5, completion_tokens: int = 2) -> dict:
-    """A chat-completions response body, as vLLM serve returns it."""
+    """A chat-completions response body, as vLLM serve returns it (its required fields; the
+    tests check it against vLLM's own ChatCompletionResponse)."""
     return {
+        "id": "chatcmpl-scripted",
         "object": "chat.completion",
+        "created": 0,
+        "model": "test-model",
         "choices": [
             {
                 "index": 0,
@@ -27,7 +31,11 @@ def answer(content: str | None, prompt_tokens: int = 5, completion_tokens: int =
                 "finish_reason": "stop",
             }
         ],
-        "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens},
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
     }
 
 

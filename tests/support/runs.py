@@ -12,6 +12,7 @@ from finreflect_eval.data import load_benchmark
 from finreflect_eval.evaluator import RunConfig, evaluate
 from finreflect_eval.judging import Panel, load_panel
 from finreflect_eval.models import ModelSpec
+from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.tasks import TaskIndex
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -82,6 +83,7 @@ def scripted_run(
     tasks: tuple[str, ...] = ("finreflect_smoke_single_pass",),
     dataset: str = "sample",
     answer: dict | None = None,
+    policy: FailurePolicy | None = None,
 ) -> Path:
     """A whole scored run through the Python API (the candidate answers every span with
     `answer`, default TRIPLES); returns its results file."""
@@ -94,7 +96,8 @@ def scripted_run(
         output_path=folder / "out",
         cache=folder / "out" / "cache.sqlite",
     )
-    run, results = evaluate(config, panel if isinstance(panel, Panel) else load_panel(panel))
+    panel = panel if isinstance(panel, Panel) else load_panel(panel)
+    run, results = evaluate(config, panel, policy)
     return run.store.results_path(results.run, results.judges.panel)
 
 

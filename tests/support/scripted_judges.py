@@ -1,6 +1,7 @@
 """Scripted judges for tests, named in panel YAML as `scripted_judges:<function>`: each answers
 a judge request from its output schema alone (how many triples, which criterion)."""
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -39,6 +40,13 @@ def rejects_all(request):
 
 def broken(request):
     return "not json"
+
+
+def broken_now_and_then(request):
+    """Invalid on about one call in eight (chosen by the request's content, the same in every
+    process): a judge that fails now and then (an abstention), within the failure share."""
+    digest = hashlib.sha256(json.dumps(request.messages).encode()).digest()
+    return "not json" if digest[0] % 8 == 0 else _answer(request, 1, "good")
 
 
 _GOLD = {}

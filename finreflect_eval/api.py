@@ -1,0 +1,204 @@
+"""The Python API, lm-eval's: `simple_evaluate` (extract → judge → score, as `finreflect-eval
+run` does), `evaluate_run` (judge and score a saved run) and `run_config` (a run as the command
+line describes it). They print nothing unless asked, and check every argument before any work
+(`finreflect_eval.arguments`)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from finreflect_eval import judging
+from finreflect_eval.arguments import check_arguments
+from finreflect_eval.errors import ArgumentTypeError, ArgumentValueError
+from finreflect_eval.evaluator import (
+    RunConfig,
+    check_judging,
+    choose_panel,
+    default_cache,
+    evaluate,
+    judge,
+    score,
+)
+from finreflect_eval.models import LM, ModelSpec, parse_batch_size, parse_model_args
+from finreflect_eval.progress import progress_bars
+from finreflect_eval.records import Results
+from finreflect_eval.scoring import FailurePolicy
+from finreflect_eval.sharding import Shard, load_runs
+from finreflect_eval.store import writing
+
+Judges = str | Path | judging.Panel | Sequence[LM] | Mapping[str, LM] | None
+
+
+def run_config(
+    model: str | Path | LM,
+    model_args: str | Sequence[str] | dict[str, Any] | None = None,
+    tasks: str | Sequence[str] = ("finreflect",),
+    *,
+    backend: str | None = None,
+    dataset: str | Path | None = None,
+    limit: int | float | None = None,
+    num_fewshot: int | None = None,
+    batch_size: int | str | None = None,
+    max_batch_size: int | None = None,
+    device: str | None = None,
+    revision: str | None = None,
+    trust_remote_code: bool | None = None,
+    system_instruction: str | None = None,
+    fewshot_as_multiturn: bool = False,
+    gen_kwargs: str | Sequence[str] | dict[str, Any] | None = None,
+    seed: int | None = None,
+    output_path: str | Path = "results",
+    use_cache: str | Path | bool | None = True,
+    include_path: str | Path | Sequence[str | Path] = (),
+    shard: Shard | None = None,
+) -> RunConfig:
+    """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
+    `model`: a name or path (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s
+    rule: `model="hf", model_args="pretrained=ORG/NAME"` works too) or a loaded `LM`, used as it
+    is (with its own cache). `tasks`: names or comma lists. `output_path`: a folder (a `.json`
+    path: its folder, as lm-eval). `use_cache`: True (`<output_path>/cache.sqlite`), False or
+    None (no cache), or a cache file. `include_path`: a folder or a list of them. An argument
+    of the wrong type or value is an `ArgumentTypeError`/`ArgumentValueError` naming it."""
+    check_arguments(locals())  # first: the parameters are all the locals there are
+    names = [tasks] if isinstance(tasks, str) else list(tasks)
+    names = [name for item in names for name in item.split(",") if name]
+    if not names:
+        raise ArgumentValueError("--tasks names no task")
+    if names[0] in ("list", "list_groups", "list_tags", "list_subtasks"):  # lm-eval's listings
+        raise ArgumentValueError("to list the tasks and groups: finreflect-eval tasks list")
+    if batch_size is not None:
+        batch_size = parse_batch_size(batch_size)  # lm-eval's auto:N is auto
+    loading = {"model_args": model_args, "backend": backend, "batch_size": batch_size}
+    loading |= {"max_batch_size": max_batch_size, "device": device, "revision": revision}
+    loading |= {"trust_remote_code": trust_remote_code}
+    if isinstance(model, LM):
+        given = [name for name, value in loading.items() if value is not None]
+        if given:
+            raise ArgumentValueError(f"{given[0]} is for a model given by name, not a loaded one")
+    else:
+        del loading["model_args"], loading["backend"]
+        model = ModelSpec.from_cli(os.fspath(model), backend, model_args, **loading)
+    output = Path(output_path)
+    config = RunConfig(
+        model=model,
+        tasks=names,
+        dataset=None if dataset is None else os.fspath(dataset),
+        limit=limit,
+        output_path=output.parent if output.suffix == ".json" else output,
+        include_paths=_paths(include_path),
+        seed=seed,
+        gen_kwargs=parse_model_args(gen_kwargs, "gen_kwargs"),
+        shard=shard,
+        num_fewshot=num_fewshot,
+        system_instruction=system_instruction,
+        fewshot_as_multiturn=fewshot_as_multiturn,
+    )
+    config.cache = _cache_file(use_cache, config.default_cache())
+    return config
+
+
+def simple_evaluate(
+    model: str | Path | LM,
+    model_args: str | Sequence[str] | dict[str, Any] | None = None,
+    tasks: str | Sequence[str] = ("finreflect",),
+    judges: Judges = None,
+    *,
+    max_invalid_share: float = FailurePolicy.max_invalid_share,
+    max_judge_failure_share: float = FailurePolicy.max_judge_failure_share,
+    allow_failures: bool = False,
+    show_progress: bool = False,
+    **options: Any,
+) -> Results:
+    """extract → judge → score, as `finreflect-eval run` does; the results (also written to
+    `output_path`, with the samples). `model`, `model_args`, `tasks` and the `options`
+    (`dataset`, `limit`, `batch_size`, `num_fewshot`, `gen_kwargs`, `output_path`, `use_cache`,
+    ...) are those of `run_config`. `judges`: a panel name or file, a `Panel`, loaded `LM`s (a
+    list, or by judge name), or None (the tasks' panel). It prints nothing: progress bars only
+    with `show_progress`, warnings only through the caller's `logging` setup. Every argument is
+    checked before any work (`ArgumentTypeError`/`ArgumentValueError`, naming it)."""
+    check_arguments(
+        {
+            "judges": judges,
+            "max_invalid_share": max_invalid_share,
+            "max_judge_failure_share": max_judge_failure_share,
+            "allow_failures": allow_failures,
+            "show_progress": show_progress,
+        }
+    )
+    unknown = [name for name in options if name not in inspect.signature(run_config).parameters]
+    if unknown:
+        raise ArgumentTypeError(
+            f"{unknown[0]} is not an argument of simple_evaluate (its options are run_config's)"
+        )
+    config = run_config(model, model_args, tasks, **options)
+    panel = _panel(judges, config.tasks, config.include_paths)
+    policy = FailurePolicy(
+        max_invalid_share=max_invalid_share,
+        max_judge_failure_share=max_judge_failure_share,
+        allow_failures=allow_failures,
+    )
+    with progress_bars(show_progress):
+        return evaluate(config, panel, policy)[1]
+
+
+def evaluate_run(
+    samples: str | Path | Sequence[str | Path],
+    judges: Judges = None,
+    *,
+    use_cache: str | Path | bool | None = True,
+    include_path: str | Path | Sequence[str | Path] = (),
+    max_invalid_share: float = FailurePolicy.max_invalid_share,
+    max_judge_failure_share: float = FailurePolicy.max_judge_failure_share,
+    allow_failures: bool = False,
+    show_progress: bool = False,
+) -> Results:
+    """Judge and score a saved run (`finreflect-eval judge`, then `score`): `samples` a run
+    folder or manifest (or every shard's folder); `judges` as for `simple_evaluate`, or None to
+    score the votes already there (the newest panel's). `use_cache`: True (the extraction's
+    cache), False or None (no cache), or a cache file. Prints nothing, and checks its arguments,
+    as `simple_evaluate` does."""
+    check_arguments(locals())  # first: the parameters are all the locals there are
+    run = load_runs(_paths(samples))
+    include_paths = _paths(include_path)
+    policy = FailurePolicy(
+        max_invalid_share=max_invalid_share,
+        max_judge_failure_share=max_judge_failure_share,
+        allow_failures=allow_failures,
+    )
+    with writing(run.folder), progress_bars(show_progress):
+        name = None
+        if judges is not None:
+            panel = _panel(judges, list(run.manifest.tasks), include_paths)
+            cache = _cache_file(use_cache, default_cache(run))
+            run = judge(run, panel, cache=cache, include_paths=include_paths)
+            if not allow_failures:
+                check_judging(run, panel.panel)
+            name = panel.panel
+        return score(run, name, policy)
+
+
+def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judging.Panel:
+    if isinstance(judges, judging.Panel):
+        return judges
+    if isinstance(judges, Mapping) or (
+        isinstance(judges, Sequence) and not isinstance(judges, str)
+    ):
+        return judging.Panel.from_models(judges)
+    return judging.load_panel(choose_panel(judges, tasks, include_paths))
+
+
+def _cache_file(use_cache: str | Path | bool | None, default: Path) -> Path | None:
+    if use_cache is True:
+        return default
+    return Path(use_cache) if use_cache else None
+
+
+def _paths(paths: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
+    """One path or several (a single string is one path, not its characters)."""
+    if isinstance(paths, str | os.PathLike):
+        return [Path(paths)]
+    return [Path(path) for path in paths]
