@@ -716,28 +716,41 @@ def _chunking_seconds(path: Path, limit: float) -> float:
 @pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs SIGALRM to stop slow runs")
 @pytest.mark.parametrize("shape", sorted(HOSTILE_FILINGS))
 def test_chunking_takes_time_linear_in_the_input(tmp_path: Path, shape: str) -> None:
-    """Chunking a hostile filing takes time linear in its size: the time per MB at 4 MB is
-    within 1.5x of that at 1 MB, start-up (the time for a 1 kB filing) excluded. Quadratic work
-    makes it 4x, while a bound on the whole time (4x input under 8x time) lets quadratic work
-    with a start-up cost pass. Each time is the best of up to three runs, against noise."""
+    """Chunking a hostile filing takes time linear in its size: the time per byte at 4x the base
+    size is within 1.5x of that at the base size, start-up (the time for a 1 kB filing) excluded.
+    Quadratic work makes it 4x, while a bound on the whole time (4x input under 8x time) lets
+    quadratic work with a start-up cost pass. The base size starts at 1 MB and doubles (to 8 MB at
+    most) until chunking it takes a quarter second: on faster shapes the machine's noise would be
+    larger than the work. Each time is the best of up to three runs, against noise."""
     suffix, body = HOSTILE_FILINGS[shape]
-    paths = {}
-    for size in (1_000, 1_000_000, 4_000_000):
-        paths[size] = tmp_path / f"ACME_{size}{suffix}"
-        paths[size].write_text(HEADINGS[suffix] + body(size), encoding="utf-8")
 
-    startup = min(_chunking_seconds(paths[1_000], 20) for _ in range(3))
+    def filing(size: int) -> Path:
+        path = tmp_path / f"ACME_{size}{suffix}"
+        if not path.exists():
+            path.write_text(HEADINGS[suffix] + body(size), encoding="utf-8")
+        return path
+
+    startup = min(_chunking_seconds(filing(1_000), 20) for _ in range(3))
     assert startup < 20, f"{shape}: over 20 s for 1 kB"
-    one_mb = four_mb = float("inf")
-    for _ in range(3):
-        # Linear chunking takes a few seconds per MB at most; 20 s is a failure already.
-        one_mb = min(one_mb, _chunking_seconds(paths[1_000_000], 20) - startup)
-        assert one_mb < 20, f"{shape}: over 20 s for 1 MB"
+    size = 1_000_000
+    # Linear chunking takes a few seconds per MB at most; 20 s is a failure already.
+    base = _chunking_seconds(filing(size), 20) - startup
+    while base < 0.25 and size < 8_000_000:
+        size *= 2
+        base = _chunking_seconds(filing(size), 20) - startup
+    assert base < 20, f"{shape}: over 20 s for {size / 1e6:g} MB"
+    four_times = float("inf")
+    for attempt in range(3):
+        if attempt:
+            base = min(base, _chunking_seconds(filing(size), 20) - startup)
         # 20 ms per MB of slack: below that the timer's noise is larger than the work.
-        allowed = 4 * (1.5 * one_mb + 0.02)
-        four_mb = min(four_mb, _chunking_seconds(paths[4_000_000], startup + allowed) - startup)
-        if four_mb <= allowed:
+        allowed = 4 * (1.5 * base + 0.02 * size / 1e6)
+        # Stopped at twice what is allowed: quadratic code on 4x the input would take long.
+        taken = _chunking_seconds(filing(4 * size), startup + 2 * allowed) - startup
+        four_times = min(four_times, taken)
+        if four_times <= allowed:
             return
     pytest.fail(
-        f"{shape}: {one_mb:.2f} s for 1 MB, {four_mb:.2f} s (allowed {allowed:.2f}) for 4 MB"
+        f"{shape}: {base:.2f} s for {size / 1e6:g} MB, {four_times:.2f} s (allowed {allowed:.2f})"
+        f" for {4 * size / 1e6:g} MB"
     )
