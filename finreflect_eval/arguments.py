@@ -4,6 +4,7 @@ checked before any work, so that a mistake is one error naming the argument
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -11,19 +12,24 @@ from typing import Any
 
 from finreflect_eval.errors import ArgumentTypeError, ArgumentValueError, FinReflectError
 from finreflect_eval.judging import Panel
+from finreflect_eval.metrics import BOOTSTRAP_ITERS
 from finreflect_eval.models import LM, parse_batch_size
 from finreflect_eval.redaction import redact
 from finreflect_eval.sharding import Shard
+
+LM_EVAL_BOOTSTRAP_ITERS = 100_000  # lm-eval's simple_evaluate default
 
 
 @dataclass(frozen=True)
 class _Takes:
     """What an argument of the Python API takes: in words (for its error message), the test of
-    its type, and of its value."""
+    its type, and of its value. `refused`: for lm-eval's arguments taken at their default only,
+    why another value is refused and what to use instead (the value error's message)."""
 
     words: str
     of_type: Callable[[Any], bool]
     valid: Callable[[Any], bool] = lambda value: True
+    refused: str = ""
 
 
 def _is_str(value: Any) -> bool:
@@ -120,6 +126,9 @@ _ARGUMENTS = {
     "fewshot_as_multiturn": _Takes("True or False", _is_bool),
     "gen_kwargs": _Takes(_KEY_VALUES, _is_key_values),
     "seed": _Takes("an integer or None", _optional(_is_int)),
+    "random_seed": _Takes("an integer or None", _optional(_is_int)),
+    "numpy_random_seed": _Takes("an integer or None", _optional(_is_int)),
+    "fewshot_random_seed": _Takes("an integer or None", _optional(_is_int)),
     "output_path": _Takes("a folder path (str or Path)", _is_path),
     "use_cache": _Takes(
         "True, False, None, or a cache file path", lambda v: _optional(_is_bool)(v) or _is_path(v)
@@ -145,17 +154,110 @@ _ARGUMENTS = {
 }
 
 
-def check_arguments(arguments: Mapping[str, Any]) -> None:
+def _is_level(value: str | int) -> bool:
+    return _is_int(value) or isinstance(logging.getLevelName(value.upper()), int)
+
+
+def _default_only(words: str, of_type: Callable[[Any], bool], refused: str) -> _Takes:
+    """One of lm-eval's arguments with no counterpart here: its default (False or None) only."""
+    return _Takes(words, of_type, lambda value: not value, refused)
+
+
+_NO_REQUEST_CACHE = (
+    "there is no request cache (prompts are built as the run goes); to call the models again, "
+    "give use_cache a new file or False"
+)
+# `simple_evaluate`'s arguments besides run_config's: lm-eval's (its `samples` is not
+# `evaluate_run`'s), and an output path that may be None (nothing written).
+_SIMPLE_EVALUATE = {
+    "output_path": _Takes("a folder path (str or Path), or None", _optional(_is_path)),
+    "torch_random_seed": _Takes("an integer or None", _optional(_is_int)),
+    "log_samples": _Takes("True or False", _is_bool),
+    "confirm_run_unsafe_code": _Takes("True or False", _is_bool),  # no task runs code
+    "verbosity": _Takes(
+        "a logging level ('DEBUG', 'INFO', ... or its number) or None",
+        _optional(lambda v: _is_str(v) or _is_int(v)),
+        _optional(_is_level),
+    ),
+    "bootstrap_iters": _Takes(
+        f"an integer: {BOOTSTRAP_ITERS} (lm-eval's default, {LM_EVAL_BOOTSTRAP_ITERS}, means it)",
+        _is_int,
+        lambda v: v in (BOOTSTRAP_ITERS, LM_EVAL_BOOTSTRAP_ITERS),
+        f"the intervals use a fixed {BOOTSTRAP_ITERS} resamples (the results' "
+        "config.bootstrap_iters); leave it out",
+    ),
+    "apply_chat_template": _Takes(
+        "True or False",
+        lambda v: _is_bool(v) or _is_str(v),
+        _is_bool,
+        "a model's own chat template is always applied (True and False alike), not one by name",
+    ),
+    "cache_requests": _default_only(
+        "True or False",
+        _is_bool,
+        "there is no request cache (prompts are built as the run goes); every model call is "
+        "cached already (use_cache)",
+    ),
+    "rewrite_requests_cache": _default_only("True or False", _is_bool, _NO_REQUEST_CACHE),
+    "delete_requests_cache": _default_only("True or False", _is_bool, _NO_REQUEST_CACHE),
+    "samples": _default_only(
+        "a dict of span indices by task, or None",
+        _optional(lambda v: isinstance(v, Mapping)),
+        "a task's spans are chosen by limit or the task's slice (in its YAML: include_path)",
+    ),
+    "check_integrity": _default_only(
+        "True or False",
+        _is_bool,
+        "tasks are checked as they load; to check their prompts on a sample span first: "
+        "finreflect-eval tasks validate --tasks NAMES",
+    ),
+    "write_out": _default_only(
+        "True or False",
+        _is_bool,
+        "every prompt's hash and output are in the returned samples (log_samples=True)",
+    ),
+    "evaluation_tracker": _default_only(
+        "None",
+        lambda v: True,
+        "the results and samples go to output_path (lm-eval's file names); to push them to the "
+        "Hub: finreflect-eval score --samples DIR --hf_hub_log_args ...",
+    ),
+    "task_manager": _default_only(
+        "None", lambda v: True, "tasks are found in the package and the include_path folders"
+    ),
+    "predict_only": _default_only(
+        "True or False",
+        _is_bool,
+        "for the predictions only: finreflect_eval.evaluator.extract(run_config(...)) (or "
+        "finreflect-eval extract), then evaluate_run(its folder, judges=...)",
+    ),
+    "metadata": _default_only(
+        "a dict or None",
+        _optional(lambda v: isinstance(v, Mapping)),
+        "task settings live in the task YAML (include_path)",
+    ),
+}
+
+
+def check_arguments(arguments: Mapping[str, Any], *, lm_eval: bool = False) -> None:
     """Each argument's type, then its value (see `_ARGUMENTS`), before any work: a mistake
-    stops the call with one error naming the argument, not a TypeError deep inside."""
+    stops the call with one error naming the argument, not a TypeError deep inside. `lm_eval`:
+    `simple_evaluate`'s arguments, lm-eval's among them (see `_SIMPLE_EVALUATE`)."""
+    table = _ARGUMENTS | _SIMPLE_EVALUATE if lm_eval else _ARGUMENTS
     for name, value in arguments.items():
-        takes = _ARGUMENTS[name]  # a new parameter of the API needs its entry there
+        takes = table[name]  # a new parameter of the API needs its entry there
         if not takes.of_type(value):
             raise ArgumentTypeError(f"{name} takes {takes.words}, got {_described(value)}")
+        if not takes.valid(value) and takes.refused:
+            raise ArgumentValueError(f"{name}={_shown(value)} is not supported: {takes.refused}")
         if not takes.valid(value):
             raise ArgumentValueError(f"{name} takes {takes.words}, got {_described(value)}")
 
 
 def _described(value: Any) -> str:
+    return f"{type(value).__name__} {_shown(value)}"
+
+
+def _shown(value: Any) -> str:
     text = repr(redact(value))  # a key or a URL's password is never echoed
-    return f"{type(value).__name__} {text if len(text) <= 60 else text[:57] + '...'}"
+    return text if len(text) <= 60 else text[:57] + "..."

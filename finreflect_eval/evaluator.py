@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from finreflect_eval import __version__, judging, scoring
 from finreflect_eval.data import Benchmark, load_benchmark, span_list
+from finreflect_eval.environment import environment, seed_globals
 from finreflect_eval.errors import (
     FinReflectError,
     first_invalid_field,
@@ -36,9 +37,11 @@ from finreflect_eval.models import (
     load_model,
 )
 from finreflect_eval.records import (
+    LoadedModel,
     Manifest,
     ModelInfo,
     Results,
+    RunArguments,
     SampleRecord,
     ShardInfo,
     SpanList,
@@ -49,7 +52,6 @@ from finreflect_eval.resources import PACKAGE_DIR
 from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.sharding import Shard
 from finreflect_eval.store import Run, RunStore, identity, run_id, writing
-from finreflect_eval.tables import markdown_table
 from finreflect_eval.tasks import TASK_OVERRIDES, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -66,7 +68,11 @@ class RunConfig:
     output_path: Path = Path("results")
     cache: Path | None = None  # the response cache file; None: no cache
     include_paths: list[Path] = field(default_factory=list)
-    seed: int | None = None
+    seed: int | None = None  # the generation seed (lm-eval's torch seed); None: the tasks'
+    # lm-eval's other seeds, set before the run (lm-eval's defaults).
+    random_seed: int | None = 0
+    numpy_seed: int | None = 1234
+    fewshot_seed: int | None = 1234
     gen_kwargs: dict[str, Any] = field(default_factory=dict)
     shard: Shard | None = None  # run only this shard of every task's spans
     # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
@@ -76,6 +82,15 @@ class RunConfig:
     fewshot_as_multiturn: bool = False
 
     def __post_init__(self) -> None:
+        for name, seed in (("random", self.random_seed), ("numpy", self.numpy_seed)):
+            if seed is not None and not 0 <= seed < 2**32:  # numpy's range
+                raise FinReflectError(f"--seed: the {name} seed must be in 0..2**32-1, got {seed}")
+        given = self.gen_kwargs.get("seed", self.seed)
+        if self.seed is not None and given != self.seed:  # which would win is a guess
+            raise FinReflectError(
+                f"--seed gives the generation seed {self.seed}, --gen-kwargs seed={given}: "
+                "give one of them"
+            )
         limit = self.limit
         if isinstance(limit, float) and limit >= 1 and limit.is_integer():
             self.limit = int(limit)  # lm-eval's limit is a float: 2.0 is two spans
@@ -106,6 +121,7 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
     the judge panel that will score it) one that panel has no results for yet."""
     started = time.perf_counter()
     check_spec(config.model)  # the cheap checks first: no data or model loads before them
+    seed_globals(config.random_seed, config.numpy_seed)  # as lm-eval, before anything runs
     index = TaskIndex(config.include_paths)
     overrides = {
         "num_fewshot": config.num_fewshot,
@@ -159,6 +175,11 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
         if spec.num_fewshot and spec.fewshot_split:
             source = spec.fewshot_dataset or dataset
             fewshot = split(source, spec.fewshot_split, spec.num_fewshot)
+            if len(fewshot.spans) < spec.num_fewshot:
+                raise FinReflectError(
+                    f"task {task.name}: num_fewshot {spec.num_fewshot}, but the few-shot split "
+                    f"'{spec.fewshot_split}' of {source} has {len(fewshot.spans)} span(s)"
+                )
             shared = {s.span_id for s in fewshot.spans} & set(doc_ids)
             if shared:
                 raise FinReflectError(
@@ -216,6 +237,7 @@ def _extract(
                 else:
                     store.append(run, name, records)
             run.manifest.tasks[name].seconds += time.perf_counter() - clock
+        run.manifest.model.loaded = _loaded(run.manifest.model.loaded, lm)
     for task_run in separate:
         clock = time.perf_counter()
         name = task_run.task.name
@@ -244,6 +266,15 @@ def _model_info(model: ModelSpec | LM) -> ModelInfo:
     return ModelInfo(name=model.model, backend=model.backend, args=redact(model.args))
 
 
+def _loaded(before: LoadedModel | None, lm: LM) -> LoadedModel:
+    """What loading `lm` resolved; the batch sizes of an earlier part of the run stay first."""
+    loaded = LoadedModel(**lm.resolved())
+    if before is not None:
+        earlier = [size for size in before.batch_sizes if size not in loaded.batch_sizes]
+        loaded.batch_sizes = earlier + loaded.batch_sizes
+    return loaded
+
+
 def _spec_of(model: Any) -> ModelSpec:
     return ModelSpec(model.model, model.backend, dict(model.model_args))
 
@@ -264,6 +295,12 @@ def _generation(config: RunConfig, spec: Any) -> Any:
     overrides = dict(config.gen_kwargs)
     if config.seed is not None:
         overrides["seed"] = config.seed
+    accepted = sorted(type(spec.generation_kwargs).model_fields)
+    unknown = sorted(set(overrides) - set(accepted))
+    if unknown:  # one line naming what is accepted, not pydantic's "extra inputs" wording
+        raise FinReflectError(
+            f"--gen-kwargs: unknown key '{unknown[0]}'; accepted: {', '.join(accepted)}"
+        )
     try:
         return spec.generation_kwargs.model_validate(
             {**spec.generation_kwargs.model_dump(), **overrides}
@@ -292,7 +329,8 @@ def _manifest(
                 mode=t.task.config.mode,
                 version=t.task.config.version,
                 hash=t.task.hash,
-                config=t.task.recorded_config(),
+                # What the requests used: the task's settings with this run's overrides.
+                config=t.task.recorded_config() | {"generation_kwargs": t.generation.model_dump()},
                 generation_kwargs=t.generation.model_dump(),
                 metric_list=t.task.config.metric_list,
                 samples=f"samples_{t.task.name}_{run}.jsonl",
@@ -308,6 +346,17 @@ def _manifest(
         groups=groups,
         group_versions={name: index.groups[name].metadata.get("version") for name in groups},
         seed=config.seed,
+        arguments=RunArguments(
+            limit=config.limit,
+            gen_kwargs=redact(config.gen_kwargs),
+            random_seed=config.random_seed,
+            numpy_seed=config.numpy_seed,
+            fewshot_seed=config.fewshot_seed,
+            num_fewshot=config.num_fewshot,
+            system_instruction=config.system_instruction,
+            fewshot_as_multiturn=config.fewshot_as_multiturn,
+        ),
+        environment=environment(),
         shard=None if config.shard is None else ShardInfo(**vars(config.shard)),
         dataset=task_runs[0].benchmark.info(
             _span_limit(config, span_lists[task_runs[0].task.name]),
@@ -341,28 +390,6 @@ def with_overrides(task: Task, overrides: dict[str, Any]) -> Task:
 def _config_name(config: RunConfig, spec: Any) -> str | None:
     dataset = config.dataset or spec.dataset_path
     return spec.dataset_name if dataset == spec.dataset_path else None
-
-
-def summary_table(run: Run) -> str:
-    """The extraction's Markdown summary: one row per task."""
-    rows = []
-    for task, records in run.records.items():
-        n = len(records)
-        seconds = run.manifest.tasks[task].seconds
-        rows.append(
-            [
-                task,
-                run.manifest.tasks[task].mode,
-                n,
-                sum(r.failed for r in records),
-                f"{sum(len(r.triples) for r in records) / max(n, 1):.1f}",
-                f"{sum(r.iterations for r in records) / max(n, 1):.1f}",
-                sum(r.prompt_tokens + r.completion_tokens for r in records),
-                f"{seconds / max(n, 1):.1f}",
-            ]
-        )
-    header = ["task", "mode", "spans", "failed", "triples/span", "iterations", "tokens", "s/span"]
-    return "\n" + markdown_table(header, rows) + "\n"
 
 
 def _git_hash() -> str | None:

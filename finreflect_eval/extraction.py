@@ -14,7 +14,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from finreflect_eval.data import Benchmark, Span, text_sha256
+from finreflect_eval.data import Benchmark, Span
+from finreflect_eval.lm_eval_sample import fill
 from finreflect_eval.models import LM, GenerationRequest, GenerationResult
 from finreflect_eval.modes import MODES, Role
 from finreflect_eval.records import Feedback, ModelCall, SampleRecord
@@ -82,8 +83,7 @@ class TaskRun:
                 span_id=span.span_id,
                 ticker=span.ticker,
                 section=span.section,
-                text=span.text,
-                doc_hash=text_sha256(span.text),
+                doc=span.model_dump(),
                 reference=[t.triple for t in references.get(span.span_id, [])],
             )
             for span in self.benchmark.spans
@@ -95,6 +95,8 @@ class TaskRun:
         for step in self.mode.steps:
             if step.role == role or (shared and role == "candidate"):
                 getattr(self, step.name)(lm, records)
+        for record in records:  # lm-eval's fields, from what the steps left
+            fill(record)
 
     def request(self, step: str, span: Span, schema: type[BaseModel], **context: Any):
         system, user = self.task.render(step, span=span, fewshot=self.fewshot, **context)
@@ -106,6 +108,8 @@ class TaskRun:
             max_tokens=self.generation.max_gen_toks,
             temperature=self.generation.temperature,
             seed=self.generation.seed,
+            top_p=self.generation.top_p,
+            top_k=self.generation.top_k,
         )
 
     def _call(
@@ -213,14 +217,13 @@ def _add_step(
 ) -> None:
     """Keep a step's call and, as lm-eval logs them, its rendered prompt and settings."""
     record.steps.append(model_call(step, result, request, iteration=iteration))
-    if not record.prompt_hash:
-        record.prompt_hash = record.steps[-1].prompt_hash
     settings = {
         "step": step,
         "iteration": iteration,
         "max_gen_toks": request.max_tokens,
         "temperature": request.temperature,
         "seed": request.seed,
+        **request.sampling_options(),
     }
     record.arguments[f"gen_args_{len(record.arguments)}"] = {
         "arg_0": list(request.messages),

@@ -32,6 +32,7 @@ from pydantic import (
 from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.errors import FinReflectError, first_invalid_field
 from finreflect_eval.extraction import model_call
+from finreflect_eval.lm_eval_sample import fill
 from finreflect_eval.models import (
     LM,
     GenerationRequest,
@@ -234,6 +235,8 @@ def judge_request(
         max_tokens=generation.max_gen_toks,
         temperature=generation.temperature,
         seed=generation.seed,
+        top_p=generation.top_p,
+        top_k=generation.top_k,
     )
 
 
@@ -349,6 +352,8 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
             call = model_call(f"judge:{criterion}", result, request, model=name)
             record.judge_calls[panel.panel].append(call)
         seconds[name] = round(elapsed, 3)
+    for record in records:  # the panel's per-sample metric values, from its votes
+        fill(record)
 
     run.manifest.judging[panel.panel] = Judging(
         panel=panel.panel,

@@ -145,14 +145,14 @@ def overall(
     *,
     seed: int,
     iterations: int = BOOTSTRAP_ITERS,
-) -> tuple[float | None, list[float] | None]:
-    """The mean of several averages (each criterion of each mode) and its 95% CI, from one
-    bootstrap that resamples the spans jointly for all of them (the modes run on the same
-    spans), so the interval reflects how the averages move together; ×100."""
+) -> tuple[float | None, list[float] | None, float | None]:
+    """The mean of several averages (each criterion of each mode), its 95% CI and standard
+    error, from one bootstrap that resamples the spans jointly for all of them (the modes run
+    on the same spans), so the interval reflects how the averages move together; ×100."""
     points = [average(aggregation, per_span) for aggregation, per_span in parts]
     score = mean_of_averages(parts)
     if score is None or not span_ids:
-        return None, None
+        return None, None, None
     position = {span_id: i for i, span_id in enumerate(span_ids)}
     picks = np.random.default_rng(seed).integers(0, len(span_ids), size=(iterations, len(span_ids)))
     stats = []
@@ -170,7 +170,7 @@ def overall(
     mean = np.nanmean(np.vstack(stats), axis=0)
     tail = (1 - CONFIDENCE) / 2 * 100
     low, high = np.nanpercentile(mean, [tail, 100 - tail])
-    return score, [_pct(low), _pct(high)]
+    return score, [_pct(low), _pct(high)], _pct(np.nanstd(mean, ddof=1))
 
 
 def average(aggregation: Aggregation, per_span: SpanScores) -> float | None:

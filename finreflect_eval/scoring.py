@@ -8,6 +8,8 @@ item the panel split on, could not score or had no majority for goes to the revi
 
 from __future__ import annotations
 
+import hashlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -26,6 +28,7 @@ from finreflect_eval.criteria import (
     higher_is_better,
 )
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.lm_eval_sample import task_hash
 from finreflect_eval.records import (
     FORMAT_VERSION,
     Agreement,
@@ -33,8 +36,10 @@ from finreflect_eval.records import (
     Failures,
     ItemCounts,
     JudgesInfo,
+    LoadedModel,
     Manifest,
     Overall,
+    Percent,
     Results,
     RunSettings,
     SampleCount,
@@ -43,7 +48,6 @@ from finreflect_eval.records import (
     Tokens,
 )
 from finreflect_eval.span_facts import SpanFacts
-from finreflect_eval.tables import markdown_table
 from finreflect_eval.votes import VoteTable
 
 DEFAULT_BOOTSTRAP_SEED = 1234
@@ -190,11 +194,14 @@ def compute_results(
             },
             seconds={"extract": info.seconds},
         )
-    groups = {
-        group: _group_entry(group, [t for t in members if t in results], results, metric_names)
-        for group, members in manifest.groups.items()
-    }
-    score, ci = metrics.overall(
+    groups = {}
+    for group, members in manifest.groups.items():
+        members = [t for t in members if t in results]
+        spans = {span: None for t in members for span in span_facts[t].python_values("span_id")}
+        groups[group] = _group_entry(group, members, results, metric_names) | _overall_metric(
+            metrics.overall([p for t in members for p in parts[t]], list(spans), seed=seed)
+        )
+    score, ci, _ = metrics.overall(
         [p for ps in parts.values() for p in ps], list(every_span), seed=seed
     )
     overall = Overall(
@@ -203,8 +210,14 @@ def compute_results(
         tasks={task: metrics.mean_of_averages(ps) for task, ps in parts.items()},
     )
     model = manifest.model
+    loaded = model.loaded or LoadedModel()
+    given = manifest.arguments
+    environment = manifest.environment
+    date = _unix_time(manifest.run)
+    seconds = round(manifest.seconds + sum(judging.seconds.values()), 3)
+    instruction = given.system_instruction
     return Results(
-        results=results,
+        results=groups | results,  # lm-eval's order: a group's row before its tasks'
         groups=groups,
         group_subtasks={**manifest.groups, **{task: [] for task in results}},
         configs={task: manifest.tasks[task].config for task in results},
@@ -212,11 +225,12 @@ def compute_results(
             **{task: manifest.tasks[task].version for task in results},
             **{group: manifest.group_versions.get(group) for group in groups},
         },
-        n_shot={task: len(manifest.tasks[task].fewshot) for task in results},
+        n_shot=_n_shot(manifest, list(results)),
         higher_is_better={
             **{task: {m: higher_is_better(m) for m in metric_names[task]} for task in results},
             **{
                 group: {m: higher_is_better(m) for m in _union(metric_names, members)}
+                | {"overall": True}
                 for group, members in manifest.groups.items()
             },
         },
@@ -228,11 +242,22 @@ def compute_results(
             model=model.backend,
             model_args=model.args,
             model_name=model.name,
+            model_num_parameters=loaded.num_parameters,
             model_revision=model.args.get("revision"),
             model_sha=model.sha,
-            model_dtype=model.args.get("dtype"),
+            model_dtype=loaded.dtype or model.args.get("dtype"),
             batch_size=model.args.get("batch_size"),
-            limit=manifest.dataset.limit,
+            batch_sizes=loaded.batch_sizes,
+            device=loaded.device or model.args.get("device"),
+            use_cache=manifest.cache,
+            # A manifest written before `arguments` holds the count only.
+            limit=manifest.dataset.limit if given.limit is None else given.limit,
+            limit_spans=manifest.dataset.limit,
+            gen_kwargs=given.gen_kwargs,
+            random_seed=given.random_seed,
+            numpy_seed=given.numpy_seed,
+            torch_seed=_generation_seed(manifest),
+            fewshot_seed=given.fewshot_seed,
             seed=manifest.seed,
             shard=None
             if manifest.shard is None
@@ -245,12 +270,26 @@ def compute_results(
         model_name_sanitized=model.name.replace("/", "__"),
         model_source=model.backend,
         git_hash=manifest.git_hash,
-        date=_unix_time(manifest.run),
+        date=date,
+        pretty_env_info=environment and environment.pretty(),
+        transformers_version=environment and environment.packages.get("transformers"),
+        system_instruction=instruction,
+        system_instruction_sha=instruction and hashlib.sha256(instruction.encode()).hexdigest(),
+        fewshot_as_multiturn=given.fewshot_as_multiturn,
+        chat_template=loaded.chat_template,
+        chat_template_sha=loaded.chat_template_sha,
+        tokenizer_pad_token=loaded.tokenizer_pad_token,
+        tokenizer_eos_token=loaded.tokenizer_eos_token,
+        tokenizer_bos_token=loaded.tokenizer_bos_token,
+        eot_token_id=loaded.eot_token_id,
+        max_length=loaded.max_length,
+        environment=environment,
         run=manifest.run,
-        task_hashes={task: manifest.tasks[task].hash for task in results},
-        total_evaluation_time_seconds=str(
-            round(manifest.seconds + sum(judging.seconds.values()), 3)
-        ),
+        # lm-eval's: of the samples (the task's config hash is the manifest's).
+        task_hashes={
+            task: task_hash(span_facts[task].python_values("lm_eval_hashes")) for task in results
+        },
+        total_evaluation_time_seconds=str(seconds),
         details=details,
         overall=overall,
         agreement=agreement,
@@ -350,13 +389,52 @@ def failures_of(facts: SpanFacts, panel: str | None) -> Failures:
 def _group_entry(
     group: str, members: list[str], results: dict[str, Any], metric_names: dict[str, list[str]]
 ) -> dict[str, Any]:
+    """A group's row as lm-eval writes it: each metric the unweighted mean over the tasks that
+    have it, its stderr that of an unweighted mean of independent estimates (N/A where a
+    task's is), `sample_len` the tasks' spans and `sample_count` per metric."""
     entry: dict[str, Any] = {"name": group, "alias": group}
+    entry["sample_len"] = sum(results[t]["sample_len"] for t in members)
+    counts = {}
     for metric in _union(metric_names, members):
-        values = [results[t].get(f"{metric},none") for t in members]
-        present = [v for v in values if v is not None]
-        entry[f"{metric},none"] = round(sum(present) / len(present), 4) if present else None
-        entry[f"{metric}_stderr,none"] = NOT_AVAILABLE
+        having = [t for t in members if results[t].get(f"{metric},none") is not None]
+        values = [results[t][f"{metric},none"] for t in having]
+        errors = [results[t].get(f"{metric}_stderr,none") for t in having]
+        entry[f"{metric},none"] = round(sum(values) / len(values), 4) if values else None
+        numeric = values and all(isinstance(e, int | float) for e in errors)
+        entry[f"{metric}_stderr,none"] = (
+            round(math.sqrt(sum(e * e for e in errors)) / len(errors), 4)
+            if numeric
+            else NOT_AVAILABLE
+        )
+        counts[f"{metric},none"] = sum(results[t]["sample_len"] for t in having)
+    entry["sample_count"] = counts
     return entry
+
+
+def _overall_metric(overall: tuple[Percent, list[float] | None, float | None]) -> dict:
+    """A group's overall score (the mean of its tasks' judged criteria, bootstrapped jointly
+    over their spans) as a metric of its row."""
+    score, _, stderr = overall
+    stderr = NOT_AVAILABLE if stderr is None else stderr
+    return {"overall,none": score, "overall_stderr,none": stderr}
+
+
+def _n_shot(manifest: Manifest, tasks: list[str]) -> dict[str, int]:
+    """Few-shot examples per task, and per group where its tasks agree (as lm-eval)."""
+    shots = {task: len(manifest.tasks[task].fewshot) for task in tasks}
+    for group, members in manifest.groups.items():
+        values = {shots[t] for t in members if t in shots}
+        if len(values) == 1:
+            shots[group] = values.pop()
+    return shots
+
+
+def _generation_seed(manifest: Manifest) -> int | None:
+    """lm-eval's torch seed: `--seed`, else the tasks' generation seed where they share one."""
+    if manifest.seed is not None:
+        return manifest.seed
+    seeds = {task.generation_kwargs.get("seed") for task in manifest.tasks.values()}
+    return seeds.pop() if len(seeds) == 1 else None
 
 
 def _union(metric_names: dict[str, list[str]], tasks: list[str]) -> list[str]:
@@ -428,43 +506,3 @@ def review_queue(
             )
         ]
     return queue
-
-
-def results_table(results: Results) -> str:
-    """The Markdown summary of a results file: one row per task, like lm-eval's table but with
-    each criterion's CI and the judges' α."""
-    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
-    rows = []
-    for task, entry in results.results.items():
-        details = results.details[task]
-        cells = []
-        for name in letters:
-            value = entry.get(f"{name},none")
-            ci = details.criteria[name].ci if name in details.criteria else None
-            cells.append(_with_ci(value, ci))
-        alphas = "/".join(
-            "—" if a.alpha is None else f"{a.alpha:.2f}" for a in results.agreement[task].values()
-        )
-        per_span = entry.get("triples_per_span,none")
-        rules = entry.get("check_rules,none")
-        rows.append(
-            [
-                task,
-                details.mode,
-                details.n_spans,
-                *cells,
-                alphas or "—",
-                "—" if per_span is None else f"{per_span:.1f}",
-                "—" if rules is None else f"{rules:.1f}",
-            ]
-        )
-    header = ["task", "mode", "spans", *letters.values(), "α", "triples/span", "CheckRules"]
-    panel = results.judges.panel
-    note = "" if results.judges.official else f" (panel '{panel}' is not official)"
-    return f"\njudges: {panel}{note}\n" + markdown_table(header, rows) + "\n"
-
-
-def _with_ci(value: float | None, ci: list[float] | None) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from finreflect_eval import metrics
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.lm_eval_sample import sample_hashes
 from finreflect_eval.records import SampleRecord
 from finreflect_eval.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
 from finreflect_eval.tables import arrow_bytes, read_arrow
@@ -43,6 +44,7 @@ _SPAN_COLUMNS = {
     "failures": pa.list_(pa.string()),
     "extract_prompt_tokens": pa.int64(),
     "extract_completion_tokens": pa.int64(),
+    "lm_eval_hashes": pa.string(),  # what lm-eval joins of a sample to hash its task
 }
 _PANEL_COLUMNS = {
     "judge_calls_each": pa.int64(),  # calls each judge answered (all answer the same)
@@ -91,6 +93,7 @@ class SpanFacts:
                 "failures": record.failures,
                 "extract_prompt_tokens": sum(step.prompt_tokens for step in record.steps),
                 "extract_completion_tokens": sum(step.completion_tokens for step in record.steps),
+                "lm_eval_hashes": sample_hashes(record),
             }
             for panel in panels:
                 calls = record.judge_calls.get(panel, [])

@@ -38,7 +38,7 @@ LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
-INDEX_FORMAT = "3"  # in the index's file names: bump when its files or their columns change
+INDEX_FORMAT = "4"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass
@@ -294,7 +294,7 @@ def not_a_link(path: Path) -> Path:
 def identity(manifest: Manifest) -> dict:
     """What makes two runs the same run: a rerun with these settings continues it."""
     return {
-        "model": manifest.model.model_dump(exclude={"sha"}),  # known once the model loads
+        "model": manifest.model.model_dump(exclude={"sha", "loaded"}),  # known once it loads
         "tasks": {
             name: [task.hash, task.generation_kwargs, task.dataset.model_dump()]
             for name, task in manifest.tasks.items()

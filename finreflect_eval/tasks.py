@@ -17,7 +17,17 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
+from pydantic_core import PydanticCustomError
 
 from finreflect_eval.criteria import CRITERIA, CriterionName
 from finreflect_eval.errors import FinReflectError, first_invalid_field
@@ -34,13 +44,44 @@ _PATH_FIELDS = ("schema",)
 
 
 class GenerationKwargs(BaseModel):
-    """Sampling settings, in the ranges every backend accepts (finite numbers only)."""
+    """Sampling settings, in the ranges every backend accepts (finite numbers only), with
+    lm-eval's common keys. `do_sample=False` is greedy: temperature 0, as lm-eval and
+    transformers read it. `do_sample=True` needs a temperature above 0: sampling at 0 would be
+    greedy (transformers refuses it, vLLM silently decodes greedily), so it is refused. Without
+    `do_sample` the temperature decides. `top_p` and `top_k` apply when sampling; unset (None)
+    leaves each backend's default (the checkpoint's generation config on hf, vLLM's, the
+    server's), and `top_k=0` turns top-k off everywhere."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
 
+    # Before `temperature`, whose validator reads it; not kept (the temperature says it).
+    do_sample: bool | None = Field(None, exclude=True)
     max_gen_toks: int = Field(2048, gt=0, le=1_000_000)
-    temperature: float = Field(0.0, ge=0, le=10, allow_inf_nan=False)
+    temperature: float = Field(0.0, ge=0, le=10, allow_inf_nan=False, validate_default=True)
     seed: int = Field(1234, ge=0, lt=2**63)
+    top_p: float | None = Field(None, gt=0, le=1, allow_inf_nan=False)
+    top_k: int | None = Field(None, ge=0, lt=2**31)
+
+    @field_validator("temperature")
+    @classmethod
+    def _greedy_or_sampled(cls, temperature: float, info: ValidationInfo) -> float:
+        do_sample = info.data.get("do_sample")
+        if do_sample is False:
+            return 0.0
+        if do_sample and temperature == 0:  # (a custom error: no "Value error," before it)
+            raise PydanticCustomError(
+                "do_sample", "do_sample=True samples: give a temperature above 0 (0 is greedy)"
+            )
+        return temperature
+
+    @model_serializer(mode="wrap")
+    def _without_unset_sampling(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A run without top_p/top_k records, and so resumes, as before these keys existed.
+        return {
+            key: value
+            for key, value in handler(self).items()
+            if value is not None or key not in ("top_p", "top_k")
+        }
 
 
 class ModelRef(BaseModel):
@@ -283,11 +324,26 @@ class TaskIndex:
                 tags.setdefault(tag, []).append(task.name)
         return tags
 
+    def name_of(self, path: Path) -> str:
+        """The task or group a task file of the index defines (lm-eval's `--tasks x.yaml`)."""
+        if not path.is_file():
+            raise FinReflectError(f"{path}: no such task file")
+        for name, (_, file) in self._defined_in.items():
+            if file.resolve() == path.resolve():
+                return name
+        raise FinReflectError(
+            f"{path}: defines no task or group (a file named _*.yaml is a base for `include`; "
+            "schema.yaml and the judges/ and prompts/ folders hold none), or is not in the "
+            "tasks folders or include paths"
+        )
+
     def resolve(self, names: list[str]) -> list[Task]:
-        """Tasks by name, groups and tags expanded, in order, each once."""
+        """Tasks by name (or by task file: `name_of`), groups and tags expanded, in order, each
+        once."""
         resolved: dict[str, Task] = {}
         tags = self.tags
-        for name in names:
+        for item in names:
+            name = self.name_of(Path(item)) if is_task_file(item) else item
             if name in self.groups:
                 for task in self.resolve(self.groups[name].task):
                     resolved.setdefault(task.name, task)
@@ -300,6 +356,12 @@ class TaskIndex:
                 known = ", ".join(sorted([*self.tasks, *self.groups, *tags]))
                 raise FinReflectError(f"unknown task, group or tag '{name}' (known: {known})")
         return list(resolved.values())
+
+
+def is_task_file(name: str) -> bool:
+    """A `--tasks` item that names a task file, not a task (as lm-eval tells them; task files
+    are `*.yaml`, as the index finds them)."""
+    return name.endswith(".yaml")
 
 
 def _is_reserved(path: Path, root: Path) -> bool:

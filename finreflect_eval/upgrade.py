@@ -2,9 +2,10 @@
 (format 1), rewritten in the current format, so that `judge` and `score` read it. The old files
 are kept in `DIR/format-1/`.
 
-What format 1 did not keep is filled in where it can be derived (span positions, text hashes,
-the span list) and left empty where it cannot (the rendered prompts). Format 1 reported every
-metric, so the upgraded tasks' metric list is the default one.
+What format 1 did not keep is filled in where it can be derived (span positions, the span list,
+and lm-eval's sample fields: `SampleRecord` derives them for a line without `doc`) and left
+empty where it cannot (the rendered prompts, and so lm-eval's `prompt_hash`). Format 1 reported
+every metric, so the upgraded tasks' metric list is the default one.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from finreflect_eval.data import span_list, text_sha256
+from finreflect_eval.data import span_list
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.records import (
     FORMAT_VERSION,
@@ -125,7 +126,6 @@ def _record(row: dict[str, Any], doc_id: int, panel: str | None) -> SampleRecord
         {
             **fields,
             "doc_id": doc_id,
-            "doc_hash": text_sha256(fields["text"]),
             "votes": {panel: votes} if panel else {},
             "judge_calls": {panel: [_call(c) for c in calls]} if panel else {},
         }

@@ -1,38 +1,36 @@
-"""The Python API (`simple_evaluate`, `evaluate_run`) and lm-eval's `--hf_hub_log_args` push,
-against the command line's own results."""
+"""The Python API (`simple_evaluate`, `evaluate_run`), as lm-eval's, against the command line's
+own results."""
 
+import inspect
 import json
+import logging
 import os
 import subprocess
 import sys
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import datasets
 import huggingface_hub
+import lm_eval.evaluator
 import pytest
+from lm_eval.utils import make_table
 from support import scripted_judges
-from support.hub_server import hub_server
 from support.runs import TRIPLES, panel_file, run_args
 
 import finreflect_eval
-from finreflect_eval import progress
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.hub_log import HubLogArgs, dataset_card
+from finreflect_eval import api, progress
+from finreflect_eval.errors import ArgumentValueError, FinReflectError
+from finreflect_eval.evaluator import RunConfig
 from finreflect_eval.judging import Panel
 from finreflect_eval.models.scripted import ScriptedModel
+from finreflect_eval.tasks import TaskIndex
 
 TASK = "finreflect_smoke_single_pass"
 RESPONDERS = ("accepts_all", "rejects_all", "accepts_all")
 SCORES = ("results", "groups", "details", "overall", "agreement", "n-samples", "versions")
-
-
-def cli_results(
-    cli, env, folder: Path, *extra: str, environment: dict | None = None, tasks=(TASK,)
-):
-    panel = panel_file(folder, *RESPONDERS)
-    result = cli(*run_args(folder, panel, *tasks), *extra, env={**env, **(environment or {})})
-    files = sorted((folder / "out" / "candidate").glob("results_*.json"))
-    return result, (json.loads(files[-1].read_text()) if files else None)
 
 
 def loaded_judges():
@@ -42,8 +40,11 @@ def loaded_judges():
 def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
     cli, env, tmp_path, capfd
 ):
-    result, expected = cli_results(cli, env, tmp_path / "cli")
+    panel = panel_file(tmp_path / "cli", *RESPONDERS)
+    result = cli(*run_args(tmp_path / "cli", panel, TASK), env=env)
     assert result.returncode == 0, result.stderr
+    (path,) = (tmp_path / "cli" / "out" / "candidate").glob("results_*.json")
+    expected = json.loads(path.read_text())
     assert f"{TASK} extract: 100%" in result.stderr  # the command line shows progress
 
     capfd.readouterr()
@@ -57,22 +58,23 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
         output_path=tmp_path / "api",
     )
     assert capfd.readouterr() == ("", "")  # no progress bars either
-    got = results.model_dump(mode="json", by_alias=True)
+    got = results
     for details in (got["details"][TASK], expected["details"][TASK]):
         details.pop("seconds")  # wall time
     for block in SCORES:
-        assert got[block] == expected[block], (block, _diff(got[block], expected[block]))
+        mine, theirs = got.get(block), expected.get(block)  # `groups`: none without a group
+        assert mine == theirs, (block, _diff(mine, theirs))
     assert got["results"][TASK]["faithfulness,none"] == 100.0  # the majority of 2 accepts
     assert candidate.requests, "the loaded model itself answered"
     assert (tmp_path / "api" / "candidate").is_dir()
 
     # Scoring the saved run again, and judging it again with a named panel, from Python.
     rescored = finreflect_eval.evaluate_run(tmp_path / "api" / "candidate")
-    assert rescored.model_dump(by_alias=True)["results"] == got["results"]
+    assert rescored["results"] == got["results"]
     panel = panel_file(tmp_path / "panel", *RESPONDERS)
     rejudged = finreflect_eval.evaluate_run(tmp_path / "api" / "candidate", judges=panel)
-    assert rejudged.judges.panel == "scripted-test"
-    assert rejudged.model_dump(by_alias=True)["results"] == got["results"]
+    assert rejudged["judges"]["panel"] == "scripted-test"
+    assert rejudged["results"] == got["results"]
     assert capfd.readouterr() == ("", "")
 
 
@@ -84,7 +86,7 @@ def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
         "candidate",
         f"responses={responses}",
         TASK,
-        panel,
+        judges=panel,
         backend="scripted",
         dataset="sample",
         limit=2,
@@ -100,10 +102,10 @@ def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
         output_path=tmp_path / "theirs",
         use_cache=False,
     )
-    assert ours.config.model == lm_eval_form.config.model == "scripted"
-    assert ours.model_name == lm_eval_form.model_name == "candidate"
-    assert ours.n_samples[TASK].effective == 2
-    assert lm_eval_form.n_samples[TASK].effective == 3
+    assert ours["config"]["model"] == lm_eval_form["config"]["model"] == "scripted"
+    assert ours["model_name"] == lm_eval_form["model_name"] == "candidate"
+    assert ours["n-samples"][TASK]["effective"] == 2
+    assert lm_eval_form["n-samples"][TASK]["effective"] == 3
     assert not (tmp_path / "theirs" / "cache.sqlite").exists()
     with pytest.raises(FinReflectError, match="batch_size is for a model given by name"):
         finreflect_eval.simple_evaluate(ScriptedModel(), tasks=TASK, judges=panel, batch_size=4)
@@ -161,10 +163,16 @@ BAD_SIMPLE_EVALUATE_ARGUMENTS = [
     ("fewshot_as_multiturn", "yes", TypeError),
     ("gen_kwargs", 5, TypeError),
     ("gen_kwargs", ["temperature=0", 1], TypeError),
-    ("seed", "x", TypeError),
-    ("seed", 1.5, TypeError),
+    ("torch_random_seed", "x", TypeError),
+    ("random_seed", 1.5, TypeError),
+    ("numpy_random_seed", "1", TypeError),
+    ("fewshot_random_seed", True, TypeError),
+    ("bootstrap_iters", "1000", TypeError),
+    ("log_samples", None, TypeError),
+    ("apply_chat_template", None, TypeError),
+    ("verbosity", "LOUD", ValueError),
+    ("verbosity", 1.5, TypeError),
     ("output_path", 5, TypeError),
-    ("output_path", None, TypeError),
     ("use_cache", 5, TypeError),
     ("include_path", 5, TypeError),
     ("include_path", [5], TypeError),
@@ -175,7 +183,6 @@ BAD_SIMPLE_EVALUATE_ARGUMENTS = [
     ("model_args", ["api_key=sk-never-shown", 1], TypeError),
     ("allow_failures", "no", TypeError),
     ("show_progress", "no", TypeError),
-    ("bogus", 1, TypeError),
 ]
 
 
@@ -215,16 +222,165 @@ def test_evaluate_run_names_a_bad_argument(tmp_path, name, value, error):
 
 def test_simple_evaluate_takes_paths_and_a_single_include_path(tmp_path):
     arguments = by_name(tmp_path)
+    smoke = TaskIndex().tasks[TASK].path
     (tmp_path / "more-tasks").mkdir()
+    (tmp_path / "more-tasks" / "mine.yaml").write_text(f"include: {smoke}\ntask: my_task\n")
     sample = Path(finreflect_eval.__file__).parent / "sample"
     results = finreflect_eval.simple_evaluate(
-        **{**arguments, "model": Path("candidate"), "dataset": sample},
+        **{**arguments, "model": Path("candidate"), "dataset": sample, "tasks": "my_task"},
         include_path=str(tmp_path / "more-tasks"),  # one folder (lm-eval's form), not a list
         use_cache=tmp_path / "cache.sqlite",
     )
-    assert results.model_name == "candidate"
-    assert results.n_samples[TASK].effective == 2
+    assert results["model_name"] == "candidate"
+    assert results["n-samples"]["my_task"]["effective"] == 2
     assert (tmp_path / "cache.sqlite").is_file()
+
+
+def test_simple_evaluate_returns_the_results_file_as_a_dict(tmp_path):
+    """lm-eval's callers read it as they read lm-eval's: `make_table`, `r["results"]`,
+    `json.dumps`; `samples` holds each task's sample records unless `log_samples=False`."""
+    arguments = by_name(tmp_path)
+    results = finreflect_eval.simple_evaluate(**arguments)
+    json.dumps(results)
+    rows = [
+        [cell.strip() for cell in row.split("|")[1:-1]]
+        for row in make_table(results).split("\n")[2:-1]
+    ]
+    metrics = {key.split(",")[0] for key in results["results"][TASK] if key.endswith(",none")}
+    assert {row[0] for row in rows} - {""} == {TASK}
+    assert {row[4] for row in rows} == {metric for metric in metrics if "_stderr" not in metric}
+
+    folder = tmp_path / "out" / "candidate"
+    (path,) = folder.glob("results_*.json")
+    written = json.loads(path.read_text())
+    assert {**results, "samples": written["samples"]} == written
+    lines = (folder / written["samples"][TASK]).read_text().splitlines()
+    assert results["samples"][TASK] == [json.loads(line) for line in lines]
+
+    again = {**arguments, "output_path": tmp_path / "again"}
+    unlogged = finreflect_eval.simple_evaluate(**again, log_samples=False)
+    (path,) = (tmp_path / "again" / "candidate").glob("results_*.json")
+    assert unlogged == json.loads(path.read_text())  # the files' names, as in the file
+
+
+def test_evaluate_run_returns_the_results_file_as_a_dict(tmp_path):
+    finreflect_eval.simple_evaluate(**by_name(tmp_path))
+    (path,) = (tmp_path / "out" / "candidate").glob("results_*.json")
+    written = json.loads(path.read_text())
+    rescored = finreflect_eval.evaluate_run(tmp_path / "out" / "candidate")
+    assert rescored == written  # the file's names under `samples`: the folder holds the records
+    assert TASK in make_table(rescored)
+
+
+def test_simple_evaluate_writes_nothing_without_output_path(tmp_path, monkeypatch):
+    """lm-eval's writes no file unless asked: the run's files go to a temporary folder, removed
+    afterwards; a cache file named by `use_cache` is kept."""
+    arguments = by_name(tmp_path / "inputs")
+    del arguments["output_path"]
+    for folder in ("cwd", "tmp"):
+        (tmp_path / folder).mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    results = finreflect_eval.simple_evaluate(**arguments)  # use_cache=True: in the folder too
+    assert results["results"][TASK]["faithfulness,none"] == 100.0
+    cached = finreflect_eval.simple_evaluate(**arguments, use_cache=str(tmp_path / "kept.sqlite"))
+    assert cached["results"] == results["results"]
+    assert (tmp_path / "kept.sqlite").is_file()
+    assert not list((tmp_path / "cwd").iterdir()) and not list((tmp_path / "tmp").iterdir())
+
+
+LM_EVAL = inspect.signature(lm_eval.evaluator.simple_evaluate).parameters
+# Each of lm-eval's parameters: a value other than its default, and what it does here: honoured
+# (a check of the run it configures) or refused (words of the reason given).
+LM_EVAL_KEYWORDS: dict[str, tuple[Any, Callable[[RunConfig], bool] | str]] = {
+    "model": ("other", lambda config: config.model.model == "other"),
+    "model_args": ("responses=x", lambda config: config.model.args == {"responses": "x"}),
+    "tasks": ("finreflect_smoke", lambda config: config.tasks == ["finreflect_smoke"]),
+    "num_fewshot": (2, lambda config: config.num_fewshot == 2),
+    "batch_size": ("auto:4", lambda config: config.model.args["batch_size"] == "auto"),
+    "max_batch_size": (8, lambda config: config.model.args["max_batch_size"] == 8),
+    "device": ("cpu", lambda config: config.model.args["device"] == "cpu"),
+    "use_cache": ("my.sqlite", lambda config: config.cache == Path("my.sqlite")),
+    "cache_requests": (True, "every model call is cached already"),
+    "rewrite_requests_cache": (True, "no request cache"),
+    "delete_requests_cache": (True, "no request cache"),
+    "limit": (0.5, lambda config: config.limit == 0.5),
+    "samples": ({TASK: [0, 3]}, "limit or the task's slice"),
+    "bootstrap_iters": (10, "1000 resamples"),
+    "check_integrity": (True, "tasks validate"),
+    "write_out": (True, "returned samples"),
+    "log_samples": (False, lambda config: True),  # what is returned: test_..._as_a_dict
+    "evaluation_tracker": (object(), "output_path"),
+    "system_instruction": ("Be brief.", lambda config: config.system_instruction == "Be brief."),
+    "apply_chat_template": ("chatml", "own chat template is always applied"),
+    "fewshot_as_multiturn": (False, lambda config: config.fewshot_as_multiturn is False),
+    "gen_kwargs": ("temperature=0.5", lambda config: config.gen_kwargs == {"temperature": 0.5}),
+    "task_manager": (object(), "include_path"),
+    "verbosity": ("DEBUG", lambda _: logging.getLogger("finreflect_eval").level == logging.DEBUG),
+    "predict_only": (True, "extract"),
+    "random_seed": (5, lambda config: config.random_seed == 5),
+    "numpy_random_seed": (6, lambda config: config.numpy_seed == 6),
+    "torch_random_seed": (7, lambda config: config.seed == 7),
+    "fewshot_random_seed": (8, lambda config: config.fewshot_seed == 8),
+    "confirm_run_unsafe_code": (True, lambda config: True),  # no task runs code
+    "metadata": ({"key": 1}, "task YAML"),
+}
+
+
+class Reached(Exception):
+    """`evaluate` was called: every argument was taken."""
+
+
+@pytest.fixture
+def stop_at_evaluate(monkeypatch):
+    """The run's config as `simple_evaluate` hands it over, without running it; the package
+    logger's level as it was afterwards (`verbosity` sets it, as lm-eval's sets its own)."""
+
+    def stop(config: RunConfig, *_: Any) -> None:
+        raise Reached(config)
+
+    monkeypatch.setattr(api, "evaluate", stop)
+    logger = logging.getLogger("finreflect_eval")
+    level = logger.level
+    yield
+    logger.setLevel(level)
+
+
+@pytest.mark.parametrize("name", list(LM_EVAL))
+def test_every_lm_eval_keyword_is_honoured_or_refused(tmp_path, stop_at_evaluate, name):
+    value, does = LM_EVAL_KEYWORDS[name]  # a KeyError: a new lm-eval keyword to decide on
+    arguments = by_name(tmp_path)
+    default = LM_EVAL[name].default
+    if name not in ("model", "tasks"):  # no default; tasks=None is lm-eval's "no task" error
+        with pytest.raises(Reached):  # lm-eval's default is never refused
+            finreflect_eval.simple_evaluate(**{**arguments, name: default})
+    if isinstance(does, str):
+        with pytest.raises(ArgumentValueError, match=rf"^{name}\b.*{does}"):
+            finreflect_eval.simple_evaluate(**{**arguments, name: value})
+    else:
+        with pytest.raises(Reached) as reached:
+            finreflect_eval.simple_evaluate(**{**arguments, name: value})
+        assert does(reached.value.args[0])
+
+
+def test_positional_parameters_are_lm_evals_and_judges_keyword_only():
+    def positional(function: Callable) -> list[str]:
+        parameters = inspect.signature(function).parameters.values()
+        return [p.name for p in parameters if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD]
+
+    assert positional(finreflect_eval.simple_evaluate) == positional(
+        lm_eval.evaluator.simple_evaluate
+    )
+    judges = inspect.signature(finreflect_eval.simple_evaluate).parameters["judges"]
+    assert judges.kind is inspect.Parameter.KEYWORD_ONLY
+
+
+def test_a_call_spelling_out_lm_evals_defaults_works(tmp_path):
+    ours = ("model", "model_args", "tasks")  # the run's own (tasks=None: lm-eval's error)
+    defaults = {name: p.default for name, p in LM_EVAL.items() if name not in ours}
+    results = finreflect_eval.simple_evaluate(**{**by_name(tmp_path), **defaults})
+    assert results["results"][TASK]["faithfulness,none"] == 100.0
+    assert results["samples"][TASK] and not (tmp_path / "out" / "cache.sqlite").exists()
 
 
 def test_progress_bars_only_when_asked(tmp_path, capfd):
@@ -238,7 +394,7 @@ def test_progress_bars_only_when_asked(tmp_path, capfd):
     rejudged = finreflect_eval.evaluate_run(
         tmp_path / "out" / "candidate", judges=loaded_judges(), use_cache=False, show_progress=True
     )
-    assert rejudged.results and "judge judge-0: 100%" in capfd.readouterr().err
+    assert rejudged["results"] and "judge judge-0: 100%" in capfd.readouterr().err
     finreflect_eval.evaluate_run(tmp_path / "out" / "candidate", judges=loaded_judges())
     assert capfd.readouterr() == ("", "")
     with pytest.raises(FinReflectError, match="no-such-panel"):  # a failing call too
@@ -291,97 +447,6 @@ def test_simple_evaluate_prints_nothing_unless_logging_is_set_up(tmp_path, env):
 
 def _environment(env: dict) -> dict:
     return {**os.environ, "HF_HUB_OFFLINE": "1", **env}
-
-
-HUB_ARGS = (
-    "hub_results_org=acme,details_repo_name=fin-details,push_results_to_hub=True,"
-    "push_samples_to_hub=True,public_repo=True"
-)
-
-
-def test_results_and_samples_pushed_to_the_hub_load_as_configs(cli, env, tmp_path):
-    tasks = (TASK, "finreflect_smoke_reflection")
-    with hub_server() as hub:
-        environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test", "HF_HUB_OFFLINE": "0"}
-        result, results = cli_results(
-            cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS, environment=environment, tasks=tasks
-        )
-        assert result.returncode == 0, result.stderr
-        assert f"pushed to {hub.url}/datasets/acme/fin-details" in result.stdout
-        requests = [(r.method, r.path.split("?")[0]) for r in hub.requests]
-        assert ("POST", "/api/repos/create") in requests
-        assert ("POST", "/api/datasets/acme/fin-details/commit/main") in requests
-        writes = [r for r in hub.requests if r.path.startswith(("/api/repos", "/api/datasets"))]
-        assert all(r.headers.get("authorization") == "Bearer hf_test" for r in writes)
-        assert list(hub.repos) == ["acme/fin-details"]
-        assert hub.repos["acme/fin-details"]["private"] is False
-        files = hub.repos["acme/fin-details"]["files"]
-        run = results["run"]
-        local = tmp_path / "out" / "candidate"
-        results_name = f"candidate/results_{run}_scripted-test.json"
-        samples_names = [f"candidate/samples_{task}_{run}.jsonl" for task in tasks]
-        assert set(files) == {"README.md", results_name, *samples_names}
-        for name in (results_name, *samples_names):
-            assert files[name] == (local / Path(name).name).read_bytes()
-        hub.write_repo("acme/fin-details", tmp_path / "repo")
-
-    for task in tasks:
-        samples = datasets.load_dataset(
-            str(tmp_path / "repo"), f"candidate__{task}", split="latest"
-        )
-        assert samples.num_rows == 3
-        assert {row["task"] for row in samples} == {task} and samples[0]["triples"]
-        by_run = datasets.load_dataset(
-            str(tmp_path / "repo"), f"candidate__{task}", split=run.replace("-", "_")
-        )
-        assert by_run.num_rows == 3
-    pushed = datasets.load_dataset(str(tmp_path / "repo"), "candidate__results", split="latest")
-    assert pushed[0]["run"] == run
-
-
-def test_a_push_that_fails_keeps_the_results(cli, env, tmp_path):
-    result, results = cli_results(cli, env, tmp_path, "--hf_hub_log_args", HUB_ARGS)
-    assert result.returncode == 1
-    last = result.stderr.strip().splitlines()[-1]
-    assert last.startswith("finreflect-eval: error: cannot push to the Hub (")
-    assert "OfflineMode" in last and "the results are kept in" in last
-    assert results is not None and results["results"][TASK]
-
-    with hub_server(fail_with=401) as hub:
-        environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_bad", "HF_HUB_OFFLINE": "0"}
-        args = ("score", "--samples", str(tmp_path / "out" / "candidate"))
-        result = cli(*args, "--hf_hub_log_args", HUB_ARGS, env=environment)
-    assert result.returncode == 1
-    assert (
-        "cannot push to the Hub (HfHubHTTPError: Client error '401 Unauthorized'" in result.stderr
-    )
-
-
-def test_hub_log_args_are_checked_before_any_work(cli, env, tmp_path):
-    result, results = cli_results(cli, env, tmp_path, "--hf_hub_log_args", "push_to_hub=True")
-    assert result.returncode == 1 and results is None
-    assert "--hf_hub_log_args: field 'push_to_hub': Extra inputs are not permitted" in result.stderr
-
-
-def test_the_card_has_a_split_per_run_and_latest_the_newest():
-    files = [
-        "m/samples_t_2026-01-01T00-00-00-aaaa.jsonl",
-        "m/samples_t_2026-02-01T00-00-00-bbbb.jsonl",
-        "m/results_2026-02-01T00-00-00-bbbb_paper.json",
-        "README.md",
-    ]
-    card = dataset_card(files, HubLogArgs(leaderboard_url="https://x"))
-    header = card.split("---")[1]
-    import yaml
-
-    configs = {c["config_name"]: c["data_files"] for c in yaml.safe_load(header)["configs"]}
-    assert configs["m__t"] == [
-        {"split": "2026_01_01T00_00_00_aaaa", "path": files[0]},
-        {"split": "2026_02_01T00_00_00_bbbb", "path": files[1]},
-        {"split": "latest", "path": files[1]},
-    ]
-    assert configs["m__results"][-1] == {"split": "latest", "path": files[2]}
-    assert "Leaderboard: https://x" in card
 
 
 def _diff(a, b, path=""):

@@ -39,7 +39,7 @@ def test_extract_all_modes_then_resume_from_cache(cli, tiny_model_dir, tmp_path)
     for records in samples.values():
         assert len(records) == 3
         for record in records:
-            assert record["steps"] and record["text"]
+            assert record["steps"] and record["doc"]["text"]
             if record["failed"]:
                 assert record["triples"] == [] and record["failures"]
             for triple in record["triples"]:

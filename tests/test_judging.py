@@ -44,11 +44,12 @@ def test_run_writes_results_samples_and_review_queue_and_score_reproduces_it(cli
     assert results["judges"]["panel"] == PANEL and not results["judges"]["official"]
     assert results["agreement"][task]["faithfulness"]["n_items"] == 6
     lm_eval_keys = {
-        *("results", "groups", "group_subtasks", "configs", "versions", "n-shot"),
+        *("results", "group_subtasks", "configs", "versions", "n-shot"),  # no group: no groups
         *("higher_is_better", "n-samples", "config", "git_hash", "date", "task_hashes"),
         *("total_evaluation_time_seconds", "model_name"),
     }
     assert set(results) >= lm_eval_keys | {"agreement", "judges", "dataset", "details"}
+    assert "groups" not in results
     assert results["dataset"]["fingerprint"] and results["format_version"] == 2
 
     # every split item is queued for review with each judge's verdict and reasoning

@@ -190,7 +190,71 @@ def test_malformed_values_are_a_one_line_refusal(runs, tmp_path):
         submit(_forge(runs, tmp_path, text_ci), tmp_path / "board")
 
 
-def test_a_run_with_a_task_changed_by_a_flag_is_refused_naming_it(tmp_path):
+def test_a_submission_holds_a_span_text_once_and_no_copies(runs):
+    """A submission must not balloon: it leaves out the prompts and the fields that copy others
+    (lm-eval's `resps`, `filtered_resps` and `target`), and a span's text is in its `doc` only."""
+    records = bundle(runs["org"])["samples"][TASK]
+    for record in records:
+        left_out = (record["arguments"], record["resps"], record["filtered_resps"])
+        assert left_out == ({}, [], []) and record["target"] == "" and "text" not in record
+        assert record["target_hash"] and record["metrics"]["panels"]["scripted-test"]
+        assert json.dumps(record).count(json.dumps(record["doc"]["text"])) == 1
+    assert len(records) == 24
+
+
+def _first_sample(data: dict) -> dict:
+    return data["samples"][TASK][0]
+
+
+@pytest.mark.parametrize(
+    ("change", "refusal"),
+    [
+        (
+            lambda data: _first_sample(data)["doc"].update(company="Forged Inc."),
+            rf"^refused: task {TASK}, span \S+: doc_hash is not what the sample's other fields",
+        ),
+        (
+            lambda data: _first_sample(data).update(target_hash="0" * 64),
+            "target_hash is not what the sample's other fields give",
+        ),
+        (
+            lambda data: _first_sample(data)["metrics"]["panels"]["scripted-test"].update(
+                faithfulness=[]
+            ),
+            "metrics is not what the sample's other fields give",
+        ),
+        (  # the prompts are not submitted: the task hash recomputed is the check
+            lambda data: _first_sample(data).update(prompt_hash="0" * 64),
+            rf"^refused: task_hashes\.{TASK}: submitted '[0-9a-f]{{64}}', recomputed from the "
+            r"samples '[0-9a-f]{64}'$",
+        ),
+        (
+            lambda data: data["results"]["task_hashes"].update({TASK: "0" * 64}),
+            rf"^refused: task_hashes\.{TASK}: submitted '0{{64}}', recomputed",
+        ),
+        (  # the task's config hash, in the manifest: the task changed since
+            lambda data: data["manifest"]["tasks"][TASK].update(hash="0" * 16),
+            rf"^task '{TASK}' hash 0{{16}} differs from this leaderboard's [0-9a-f]+ \(its prompts",
+        ),
+    ],
+)
+def test_a_sample_hash_or_task_hash_that_does_not_follow_is_refused(
+    runs, tmp_path, change, refusal
+):
+    with pytest.raises(FinReflectError, match=refusal):
+        submit(_forge(runs, tmp_path, change), tmp_path / "board")
+    assert not (tmp_path / "board" / "submissions").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        ({"num_fewshot": 2}, "ran with num_fewshot=2, not the task's 1"),
+        ({"gen_kwargs": {"max_gen_toks": 64}}, "ran with generation_kwargs .*'max_gen_toks': 64"),
+        ({"seed": 7}, "ran with generation_kwargs .*'seed': 7"),
+    ],
+)
+def test_a_run_with_a_task_changed_by_a_flag_is_refused_naming_it(tmp_path, change, says):
     from support.runs import candidate_file
 
     from finreflect_eval.evaluator import RunConfig, evaluate
@@ -203,11 +267,10 @@ def test_a_run_with_a_task_changed_by_a_flag_is_refused_naming_it(tmp_path):
         tasks=[TASK],
         dataset="sample",
         output_path=tmp_path / "out",
-        num_fewshot=2,
+        **change,
     )
     run, results = evaluate(config, load_panel(panel))
-    assert results.configs[TASK]["num_fewshot"] == 2
-    with pytest.raises(FinReflectError, match="ran with num_fewshot=2, not the task's 1"):
+    with pytest.raises(FinReflectError, match=says):
         submit(run.store.results_path(results.run, results.judges.panel), tmp_path / "board")
 
 

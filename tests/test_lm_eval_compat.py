@@ -117,7 +117,7 @@ SAME_RUN = [
     ),
     (
         "lm_eval --model hf --model_args pretrained=gpt2 --tasks finreflect --seed 0,1234,42,1234",
-        "finreflect-eval run --model gpt2 --seed 42",
+        "finreflect-eval run --model gpt2 --seed 0,1234,42",  # the few-shot seed's default
     ),
     (
         "lm_eval -M hf -a pretrained=gpt2 -t finreflect_smoke -b 4 -L 0.1 -o out -s",
@@ -175,6 +175,26 @@ SAME_RUN = [
         "lm_eval --model hf --model_args pretrained=gpt2 --tasks finreflect "
         "--output_path out --seed 3 --limit 2 --num_fewshot 0",
         "finreflect-eval run --output-path out --model gpt2 --limit 2 --seed 3 --num-fewshot 0",
+    ),
+    (
+        "lm_eval --model hf --model_args pretrained=gpt2 --tasks finreflect_single_pass "
+        "--tasks finreflect_reflection -t finreflect_smoke",
+        "finreflect-eval run --model gpt2 --tasks finreflect_single_pass,finreflect_reflection "
+        "finreflect_smoke",
+    ),
+    (
+        "lm_eval --model hf --model_args pretrained=gpt2 --model_args dtype=float32 -a "
+        "batch_size=2 --tasks finreflect --gen_kwargs temperature=0 --gen_kwargs max_gen_toks=64",
+        "finreflect-eval run --model gpt2 --model-args dtype=float32,batch_size=2 --gen-kwargs "
+        "temperature=0,max_gen_toks=64",
+    ),
+    (
+        "lm_eval --model hf --model_args pretrained=gpt2 --tasks finreflect --seed 0,None,8,52",
+        "finreflect-eval run --model gpt2 --seed 0,none,8,52",
+    ),
+    (
+        "lm_eval --model hf --model_args pretrained=gpt2 --tasks finreflect --seed 42",
+        "finreflect-eval run --model gpt2 --seed 42,42,42,42",
     ),
 ]
 

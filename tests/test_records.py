@@ -4,6 +4,7 @@ a killed extraction keeps its finished spans; lm-eval's own `make_table` reads o
 
 import json
 import tarfile
+from hashlib import sha256
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from support.runs import audit_with, panel_file, run_args, scripted_run
 
 from finreflect_eval.audit import write_audit
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.evaluator import score
 from finreflect_eval.leaderboard import submit
 from finreflect_eval.records import (
     JudgeAudit,
@@ -122,6 +124,42 @@ def test_a_run_saved_before_the_redesign_scores_the_same_after_upgrade(cli, tmp_
             assert new["groups"][group][f"{criterion},none"] == entry[criterion]
     assert compared > 3 * 16 and any(rows for rows in old_review.values())
     assert (folder / "format-1" / old_file.name.replace("results", "manifest")).exists()
+
+
+def test_samples_written_before_lm_evals_fields_read_with_them_and_score_the_same(tmp_path):
+    """A format-2 line written before `doc` and lm-eval's other fields existed (the text at the
+    top, the text's sha256 as `doc_hash`, the first request's digest as `prompt_hash`) reads
+    with them derived from its other fields."""
+    lm_eval_utils = require("lm_eval.utils", "[dev] extra")
+    panel = panel_file(tmp_path, "accepts_all", "broken_now_and_then", "rejects_all")
+    results = scripted_run(tmp_path, "acme/kg-7b", 3, panel)
+    run = load_run(results.parent)
+    (task,) = run.manifest.tasks
+    samples = run.store.samples_path(run.manifest, task)
+    new = [json.loads(line) for line in samples.open()]
+    added = ("doc", "target", "target_hash", "resps", "filtered_resps", "filter", "metrics")
+    old = [
+        {key: value for key, value in line.items() if key not in added}
+        | {
+            "text": line["doc"]["text"],
+            "doc_hash": sha256(line["doc"]["text"].encode()).hexdigest(),
+            "prompt_hash": line["steps"][0]["prompt_hash"],
+        }
+        for line in new
+    ]
+    samples.write_text("".join(json.dumps(line) + "\n" for line in old))
+    for line, record in zip(new, read_lines(SampleRecord, samples), strict=True):
+        written = json.loads(record.model_dump_json())
+        doc = {key: line["doc"][key] for key in ("span_id", "ticker", "section", "text")}
+        assert record.text == doc["text"] and written["doc"] == doc and "text" not in written
+        indented = json.dumps(doc, indent=2, ensure_ascii=False)
+        assert written["doc_hash"] == lm_eval_utils.hash_string(indented)
+        for key in ("prompt_hash", *added[1:]):
+            assert written[key] == line[key], key
+    before = read(Results, results)
+    rescored = score(load_run(results.parent))  # no score index for these samples: read them
+    assert rescored.results == before.results and rescored.details == before.details
+    assert rescored.task_hashes != before.task_hashes  # of the docs the old lines give
 
 
 def test_a_killed_extraction_keeps_finished_spans_and_resumes_without_calling_for_them(

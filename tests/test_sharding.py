@@ -20,9 +20,10 @@ TIMING = ("date", "run", "total_evaluation_time_seconds", "samples")
 
 
 def comparable(results):
-    """The results without timings and the run's id (which differ between any two runs)."""
+    """The results without timings, the run's id (which differ between any two runs) and the
+    cache (each shard has its own)."""
     kept = {key: value for key, value in results.items() if key not in TIMING}
-    kept["config"] = {**kept["config"], "shard": None}
+    kept["config"] = {**kept["config"], "shard": None, "use_cache": None}
     kept["judges"] = {**kept["judges"], "seconds": None}
     kept["details"] = {task: {**entry, "seconds": None} for task, entry in kept["details"].items()}
     return kept

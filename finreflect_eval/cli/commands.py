@@ -4,6 +4,7 @@ each command, so `--help` is instant."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from finreflect_eval.errors import FinReflectError
@@ -50,17 +51,24 @@ def dataset_push(args: argparse.Namespace) -> None:
 
 
 def tasks_list(args: argparse.Namespace) -> None:
+    """`tasks list`, or lm-eval's `ls WHAT`: tasks (all), groups, subtasks (tasks only), tags."""
     from finreflect_eval.tables import markdown_table
     from finreflect_eval.tasks import TaskIndex
 
     index = TaskIndex(args.include_path)
+    if args.what == "tags":
+        rows = [[tag, ", ".join(names)] for tag, names in index.tags.items()]
+        print(markdown_table(["tag", "tasks"], rows))
+        return
     rows = [
         [task.name, task.config.mode, ", ".join(task.config.tag), task.config.version, task.path]
         for task in index.tasks.values()
+        if args.what != "groups"
     ]
     rows += [
         [group.group, "group: " + ", ".join(group.task), "", group.metadata.get("version", ""), ""]
         for group in index.groups.values()
+        if args.what != "subtasks"
     ]
     print(markdown_table(["name", "mode", "tags", "version", "file"], rows))
 
@@ -69,8 +77,9 @@ def tasks_validate(args: argparse.Namespace) -> None:
     from finreflect_eval.data import SAMPLE, load_benchmark
     from finreflect_eval.tasks import TaskIndex, validate_task
 
-    index = TaskIndex(args.include_path)
-    tasks = index.resolve(args.tasks) if args.tasks else list(index.tasks.values())
+    names, include_paths = _task_files(args.tasks or [], args.include_path, _typed(args, "tasks"))
+    index = TaskIndex(include_paths)
+    tasks = index.resolve(names) if names else list(index.tasks.values())
     span = load_benchmark(SAMPLE, split="test", limit=1).spans[0]
     dev = load_benchmark(SAMPLE, split="dev", limit=1)
     fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
@@ -82,9 +91,10 @@ def tasks_validate(args: argparse.Namespace) -> None:
 
 def extract(args: argparse.Namespace) -> None:
     from finreflect_eval import evaluator
+    from finreflect_eval.summary import extraction_table
 
     run = evaluator.extract(_run_config(args))
-    print(evaluator.summary_table(run))
+    print(extraction_table(run))
     print(f"samples and manifest written to {run.folder}")
     evaluator.check_extraction(run, _policy(args))
 
@@ -104,8 +114,8 @@ def judge(args: argparse.Namespace) -> None:
 
 def score(args: argparse.Namespace) -> None:
     from finreflect_eval import evaluator
-    from finreflect_eval.scoring import results_table
     from finreflect_eval.sharding import load_runs
+    from finreflect_eval.summary import results_table
 
     hub_args = _hub_log_args(args)
     run = load_runs(args.samples, for_scoring=True)
@@ -119,7 +129,7 @@ def score(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> None:
     from finreflect_eval import evaluator
-    from finreflect_eval.scoring import results_table
+    from finreflect_eval.summary import results_table
 
     config = _run_config(args)
     hub_args = _hub_log_args(args)
@@ -201,10 +211,19 @@ def _run_config(args: argparse.Namespace):
             f"--apply_chat_template {args.apply_chat_template}: a named chat template is not "
             "supported; a model's own chat template is always applied"
         )
+    tasks, include_paths = _task_files(args.tasks, args.include_path, _typed(args, "tasks"))
+    seeds = {}  # none given: the run's defaults (lm-eval's, and the tasks' generation seed)
+    if args.seed is not None:
+        seeds = {
+            "seed": args.seed.torch,
+            "random_seed": args.seed.random,
+            "numpy_random_seed": args.seed.numpy,
+            "fewshot_random_seed": args.seed.fewshot,
+        }
     return run_config(
         args.model,
         _key_values(args, "model_args"),
-        args.tasks,
+        tasks,
         backend=args.backend,
         dataset=args.dataset,
         limit=args.limit,
@@ -217,12 +236,34 @@ def _run_config(args: argparse.Namespace):
         system_instruction=args.system_instruction,
         fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
         gen_kwargs=_key_values(args, "gen_kwargs"),
-        seed=args.seed,
+        **seeds,
         output_path=args.output_path,
         use_cache=False if args.no_cache else (args.cache or True),
-        include_path=args.include_path,
+        include_path=include_paths,
         shard=Shard.parse(args.shard) if args.shard else None,
     )
+
+
+def _task_files(
+    names: list[str], include_paths: list[Path], flag: str
+) -> tuple[list[str], list[Path]]:
+    """lm-eval's `--tasks path/to/task.yaml`: the file's folder joins the include paths (unless
+    one already holds it) and the task or group it defines runs; names pass as they are."""
+    from finreflect_eval.resources import tasks_dir
+    from finreflect_eval.tasks import TaskIndex, is_task_file
+
+    files = [name for name in names if is_task_file(name)]
+    if not files:
+        return names, include_paths
+    folders = list(include_paths)
+    for name in files:
+        if not Path(name).is_file():
+            raise FinReflectError(f"{flag} {name}: no such task file")
+        held = [tasks_dir(), *folders]
+        if not any(Path(name).resolve().is_relative_to(f.resolve()) for f in held):
+            folders.append(Path(name).parent)
+    index = TaskIndex(folders)
+    return [index.name_of(Path(name)) if name in files else name for name in names], folders
 
 
 def _hub_log_args(args: argparse.Namespace):
@@ -273,7 +314,9 @@ def _panel(args: argparse.Namespace, source):
     tasks = [] if source is None else getattr(source, "tasks", None)
     if tasks is None:  # a saved run
         tasks = list(source.manifest.tasks)
-    panel = load_panel(choose_panel(args.judges, tasks, args.include_path))
+    # A run config's include paths hold its task files' folders too (`--tasks x.yaml`).
+    include_paths = getattr(source, "include_paths", args.include_path)
+    panel = load_panel(choose_panel(args.judges, tasks, include_paths))
     if args.judge_endpoints:
         urls = _key_values(args, "judge_endpoints")
         panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})

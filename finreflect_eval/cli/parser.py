@@ -4,12 +4,22 @@ from __future__ import annotations
 
 import argparse
 import difflib
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
 from finreflect_eval import __version__
 from finreflect_eval.cli import commands as handlers
+from finreflect_eval.cli.lm_eval_forms import (
+    INSTEAD,
+    SplitList,
+    boolean,
+    environment_level,
+    normalise,
+    seeds,
+    span_limit,
+    spelled_like,
+    typed_options,
+)
 from finreflect_eval.errors import FinReflectError
 
 
@@ -31,18 +41,16 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         nargs="+",
         action="extend",
         metavar="ARGS",
-        help="backend arguments: k=v,k2=v2 (or k=v k2=v2, or a JSON object; repeatable)",
+        help="backend arguments: k=v,k2=v2 (or k=v k2=v2, or a JSON object); repeatable, "
+        "merged key by key (a key given two values is refused)",
     )
-    parser.add_argument(
-        "--tasks",
-        "-t",
-        nargs="+",
-        default=["finreflect"],
-        help="tasks or groups (default: finreflect)",
-    )
+    _add_tasks(parser, ["finreflect"], "tasks, groups or tags (default: finreflect)")
     parser.add_argument("--dataset", help="'sample', a folder/file or a Hub id (default: task's)")
     parser.add_argument(
-        "--limit", "-L", type=_limit, help="first N spans of each task, or a fraction of them (0.1)"
+        "--limit",
+        "-L",
+        type=span_limit,
+        help="first N spans of each task, or a fraction of them (0.1)",
     )
     parser.add_argument(
         "--output-path",
@@ -55,15 +63,18 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_include_path(parser)
     parser.add_argument(
         "--seed",
-        type=_seed,
-        help="overrides the tasks' generation seed (of lm-eval's four, a,b,c,d: the torch one)",
+        type=seeds,
+        metavar="random,numpy,torch[,fewshot]",
+        help="lm-eval's seeds, or one value for all four; None leaves one unseeded; torch is "
+        "the generation seed (default: 0, 1234, the tasks' own, 1234)",
     )
     parser.add_argument(
         "--gen-kwargs",
         nargs="+",
         action="extend",
         metavar="KWARGS",
-        help="overrides generation_kwargs, e.g. max_gen_toks=512,temperature=0",
+        help="overrides generation_kwargs (max_gen_toks, temperature, seed, top_p, top_k, "
+        "do_sample), e.g. max_gen_toks=512,temperature=0; repeatable, as --model-args",
     )
     parser.add_argument(
         "--shard",
@@ -105,7 +116,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--fewshot-as-multiturn",
         nargs="?",
         const=True,
-        type=_flag,
+        type=boolean,
         metavar="BOOL",
         help="no effect (a warning): our few-shot examples are part of the prompt template",
     )
@@ -124,6 +135,33 @@ def _add_cache(parser: argparse.ArgumentParser, default: str) -> None:
         help=f"SQLite response cache file (default: {default})",
     )
     cache.add_argument("--no-cache", action="store_true", help="call the models for everything")
+
+
+def _add_tasks(parser: argparse.ArgumentParser, default: list[str] | None, what: str) -> None:
+    parser.add_argument(
+        "--tasks",
+        "-t",
+        nargs="+",
+        action=SplitList,  # given again, it adds (as lm-eval's)
+        default=default,
+        metavar="TASK",
+        help=f"{what}: names or task YAML files (a file's folder joins the include paths), "
+        "space or comma separated; repeatable",
+    )
+
+
+VALIDATE = "check YAML, fields, schema and that prompts render on a sample span"
+
+
+def _add_listing(parser: argparse.ArgumentParser) -> None:
+    _add_include_path(parser)
+    parser.set_defaults(func=handlers.tasks_list, what="tasks")
+
+
+def _add_validation(parser: argparse.ArgumentParser) -> None:
+    _add_include_path(parser)
+    _add_tasks(parser, None, "only these tasks, groups or tags (default: all)")
+    parser.set_defaults(func=handlers.tasks_validate)
 
 
 def _add_include_path(parser: argparse.ArgumentParser) -> None:
@@ -199,13 +237,14 @@ class _Commands:
         return parser
 
 
-def _add_verbosity(parser: argparse.ArgumentParser, default: object = "INFO") -> None:
+def _add_verbosity(parser: argparse.ArgumentParser, default: object = None) -> None:
     parser.add_argument(
         "--verbosity",
         type=str.upper,
         choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-        default=default,
-        help="log level (default INFO); DEBUG also prints the traceback of an error",
+        default=default,  # None: not given (then $LMEVAL_LOG_LEVEL, else INFO)
+        help="log level (default: $LMEVAL_LOG_LEVEL, as lm-eval reads it, else INFO); DEBUG "
+        "also prints the traceback of an error",
     )
     parser.add_argument(
         "-v",
@@ -310,15 +349,18 @@ def build_parser() -> argparse.ArgumentParser:
     tasks_commands = _Commands(
         tasks.add_subparsers(dest="tasks_command", required=True, metavar="ACTION")
     )
-    listing = tasks_commands.add_parser("list", help="tasks and groups with mode and version")
-    _add_include_path(listing)
-    listing.set_defaults(func=handlers.tasks_list)
-    validate = tasks_commands.add_parser(
-        "validate", help="check YAML, fields, schema and that prompts render on a sample span"
+    _add_listing(tasks_commands.add_parser("list", help="tasks and groups with mode and version"))
+    _add_validation(tasks_commands.add_parser("validate", help=VALIDATE))
+    # lm-eval's spellings of the two
+    listing = commands.add_parser("ls", help="`tasks list`, as lm-eval's `ls` [WHAT]")
+    listing.add_argument(
+        "what",
+        nargs="?",
+        choices=("tasks", "groups", "subtasks", "tags"),
+        help="tasks: all (default); groups; subtasks: the tasks only; tags: each with its tasks",
     )
-    _add_include_path(validate)
-    validate.add_argument("--tasks", nargs="+", help="only these tasks or groups")
-    validate.set_defaults(func=handlers.tasks_validate)
+    _add_listing(listing)
+    _add_validation(commands.add_parser("validate", help="`tasks validate` (lm-eval's spelling)"))
 
     submit = commands.add_parser(
         "submit", help="verify a run (every score recomputed) and add it to the leaderboard"
@@ -439,33 +481,6 @@ def _at_least(value: str, least: int, what: str) -> int:
     return number
 
 
-def _limit(value: str) -> int | float:
-    """A count of spans, or (lm-eval) a fraction of them between 0 and 1."""
-    try:
-        number = float(value)
-    except ValueError:
-        number = float("nan")
-    if 0 < number < 1:
-        return number
-    if not number >= 1 or not number.is_integer():
-        raise argparse.ArgumentTypeError(
-            f"must be a positive integer or a fraction between 0 and 1, got {value}"
-        )
-    return int(number)
-
-
-def _seed(value: str) -> int | None:
-    """One seed, or lm-eval's three or four (python,numpy,torch[,fewshot]): the torch one drives
-    sampling."""
-    parts = value.split(",")
-    if len(parts) not in (1, 3, 4):
-        raise argparse.ArgumentTypeError(f"one seed, or lm-eval's three or four, got {value}")
-    chosen = parts[0] if len(parts) == 1 else parts[2]
-    if chosen.strip().lower() == "none":
-        return None
-    return int(chosen)
-
-
 def _batch_size(value: str) -> int | str:
     from finreflect_eval.models import parse_batch_size
 
@@ -475,57 +490,12 @@ def _batch_size(value: str) -> int | str:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def _flag(value: str) -> bool:
-    return value.lower() in ("true", "1", "yes")
-
-
-# lm-eval flags with no counterpart here, and what to do instead.
-INSTEAD = {
-    "--predict-only": "for the predictions only, run `finreflect-eval extract`",
-    "-x": "for the predictions only, run `finreflect-eval extract`",
-    "--cache-requests": "every model call is cached already (--cache)",
-    "--wandb-args": "results go to OUTPUT_PATH, and with --hf-hub-log-args to the Hub",
-    "--write-out": "the samples files hold every prompt's hash and output",
-    "-w": "the samples files hold every prompt's hash and output",
-    "--samples": "a task's spans are chosen by --limit or the task's slice",
-    "-E": "a task's spans are chosen by --limit or the task's slice",
-    "--config": "give the options on the command line (or use simple_evaluate from Python)",
-    "-C": "give the options on the command line (or use simple_evaluate from Python)",
-    "--metadata": "task settings live in the task YAML (--include-path)",
-    "--dtype": "dtype is a model arg: --model-args dtype=bfloat16",
-}
-# An option token (not a value that happens to start with dashes, like "--be brief").
-OPTION = re.compile(r"^--[A-Za-z0-9][\w-]*(=.*)?$", re.S)
-GLOBAL_OPTIONS = ("--verbosity", "-v", "--verbose")
-LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
-
-
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
-    """The command line, read as our own or as lm-eval's: underscore spellings of options
-    (`--model_args`), `-v LEVEL`, and no subcommand (then `run`, as lm-eval's CLI does). An
-    unknown option is a usage error naming the closest one."""
+    """The command line, read as our own or as lm-eval's (`lm_eval_forms.normalise`). An unknown
+    option is a usage error naming the closest one, or, for lm-eval's, what to use instead. With
+    no `--verbosity`, the level is lm-eval's `LMEVAL_LOG_LEVEL`, else INFO."""
     parser = build_parser()
-    written = {}  # our spelling -> the user's, to answer in theirs
-    normal = []
-    argv = list(argv)
-    for index, token in enumerate(argv):
-        if token == "--":
-            normal += argv[index:]
-            break
-        if OPTION.match(token):  # an option, not a value that starts with dashes
-            flag, sep, value = token.partition("=")
-            ours = "--" + flag[2:].replace("_", "-")
-            written[ours] = flag
-            token = ours + sep + value
-        elif token == "-v" and index + 1 < len(argv) and argv[index + 1].upper() in LEVELS:
-            token = "--verbosity"  # lm-eval's -v takes a level
-        normal.append(token)
-    start = 0
-    while start < len(normal) and normal[start].partition("=")[0] in GLOBAL_OPTIONS:
-        start += 2 if normal[start] == "--verbosity" else 1
-    first = normal[start] if start < len(normal) else ""
-    if first.startswith("-") and first not in ("-h", "--help", "--version"):
-        normal.insert(start, "run")
+    normal, written = normalise(argv)
     args, unknown = parser.parse_known_args(normal)
     if unknown:
         flag = unknown[0].partition("=")[0]
@@ -540,26 +510,14 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
         if flag in INSTEAD:
             hint = f": {INSTEAD[flag]}"
         elif close:
-            hint = f" (did you mean {_spelled_like(close[0], user)}?)"
+            hint = f" (did you mean {spelled_like(close[0], user)}?)"
         else:
             hint = ""
         args.parser.error(f"unrecognized argument {user}{hint}")
-    args.typed = _typed_options(argv, args.parser)
+    if args.verbosity is None:  # no --verbosity given
+        try:
+            args.verbosity = environment_level()
+        except ValueError as exc:
+            parser.error(str(exc))
+    args.typed = typed_options(argv, args.parser)
     return args
-
-
-def _typed_options(argv: Sequence[str], parser: argparse.ArgumentParser) -> dict[str, str]:
-    """Each given option's destination → the option as the user first typed it (`--model_args`,
-    `-a`): messages about its value name it in their words."""
-    typed: dict[str, str] = {}
-    for token in argv:
-        flag = token.partition("=")[0]
-        ours = "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
-        action = parser._option_string_actions.get(ours)
-        if action is not None:
-            typed.setdefault(action.dest, flag)
-    return typed
-
-
-def _spelled_like(option: str, written: str) -> str:
-    return option.replace("-", "_").replace("__", "--", 1) if "_" in written else option

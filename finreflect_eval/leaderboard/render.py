@@ -34,7 +34,7 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     rows = []
     for entry in entries:
         results = entry.submission.results
-        by_mode = {results.details[task].mode: task for task in results.results}
+        by_mode = {results.details[task].mode: task for task in results.tasks}
         model = entry.model
         row: dict[str, Any] = {
             "section": entry.section,
@@ -61,10 +61,10 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
         alphas = [a.alpha for per_task in results.agreement.values() for a in per_task.values()]
         row["alpha"] = _mean(alphas, digits=4)
         row["triples_per_span"] = _mean(
-            [scores.get("triples_per_span,none") for scores in results.results.values()]
+            [results.results[task].get("triples_per_span,none") for task in results.tasks]
         )
         row["check_rules"] = _mean(
-            [scores.get("check_rules,none") for scores in results.results.values()]
+            [results.results[task].get("check_rules,none") for task in results.tasks]
         )
         rows.append(row)
     rows.sort(

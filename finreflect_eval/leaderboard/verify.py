@@ -17,9 +17,11 @@ from finreflect_eval.criteria import CRITERIA
 from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.judging import available_panels, load_panel
+from finreflect_eval.lm_eval_sample import first_mismatch, submitted
 from finreflect_eval.records import (
     DatasetInfo,
     JudgeAudit,
+    Manifest,
     Results,
     SampleRecord,
     SliceSpec,
@@ -54,12 +56,11 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
         return parse(JudgeAudit, data, path)
     results = parse(Results, data, path)
     run = load_run(path.parent / f"manifest_{results.run}.json")
-    samples = {
-        task: [record.model_copy(update={"arguments": {}}) for record in records]
-        for task, records in run.records.items()
-    }  # prompts are not needed to recompute a number
+    samples = {task: [submitted(record) for record in rows] for task, rows in run.records.items()}
     # The cache file's path is the submitter's own folder: nothing a number depends on.
     manifest = run.manifest.model_copy(update={"cache": None})
+    config = results.config.model_copy(update={"use_cache": None})
+    results = results.model_copy(update={"config": config})
     return Submission(results=results, manifest=manifest, samples=samples)
 
 
@@ -111,16 +112,16 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
             f"refused: a --limit {dataset.limit} run is not a complete run of the benchmark; "
             "run without --limit"
         )
-    _check_tasks(results)
+    _check_tasks(results, manifest)
     registered = registered_dataset(dataset, leaderboard)
-    outside = sorted(set(results.results) - set(registered.tasks))
+    outside = sorted(set(results.tasks) - set(registered.tasks))
     if outside:
         raise FinReflectError(
             f"refused: task '{outside[0]}' is not a task of dataset '{registered.name}' on this "
             f"leaderboard (its tasks: {', '.join(registered.tasks)})"
         )
     records = submission.samples
-    if set(records) != set(manifest.tasks) or set(records) != set(results.results):
+    if set(records) != set(manifest.tasks) or set(records) != set(results.tasks):
         raise FinReflectError("samples, manifest and results name different tasks")
     panel = results.judges.panel
     if panel not in manifest.judging:
@@ -134,6 +135,7 @@ def verify(submission: Submission, leaderboard: Path) -> Section:
             "failed calls (rerun the same command to retry them, then score again)"
         )
     _check_spans(records, dataset, registered)
+    _check_derived(records)
     # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
     _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
     span_facts, votes = score_tables(manifest, records, panel)
@@ -255,9 +257,24 @@ def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: lis
                 )
 
 
-def _check_tasks(results: Results) -> None:
+def _check_derived(records: dict[str, list[SampleRecord]]) -> None:
+    """Each sample's lm-eval hashes and per-sample metrics are what its other fields give, so
+    that the task hashes recomputed from them are of the samples submitted."""
+    for task, rows in records.items():
+        for record in rows:
+            field = first_mismatch(record)
+            if field:
+                raise FinReflectError(
+                    f"refused: task {task}, span {record.span_id}: {field} is not what the "
+                    "sample's other fields give (edited samples?)"
+                )
+
+
+def _check_tasks(results: Results, manifest: Manifest) -> None:
+    """Each task is this leaderboard's, as it is now: its version, its settings, and its
+    config hash (the manifest's: the results' `task_hashes` are lm-eval's, of the samples)."""
     index = TaskIndex()
-    for task in results.results:
+    for task in results.tasks:
         known = index.tasks.get(task)
         if known is None:
             raise FinReflectError(f"task '{task}' is not a task of this leaderboard")
@@ -273,10 +290,17 @@ def _check_tasks(results: Results) -> None:
                     f"task '{task}' ran with {field}={config.get(field)!r}, not the task's "
                     f"{getattr(known.config, field)!r}: a changed task is not this leaderboard's"
                 )
-        if results.task_hashes.get(task) != known.hash:
+        generation = known.config.generation_kwargs.model_dump()
+        if config.get("generation_kwargs") != generation:  # --gen_kwargs, --seed
             raise FinReflectError(
-                f"task '{task}' hash {results.task_hashes.get(task)} differs from this "
-                f"leaderboard's {known.hash} (its prompts, schema or settings changed)"
+                f"task '{task}' ran with generation_kwargs {config.get('generation_kwargs')}, not "
+                f"the task's {generation}: a changed task is not this leaderboard's"
+            )
+        ran = manifest.tasks[task].hash if task in manifest.tasks else None
+        if ran != known.hash:
+            raise FinReflectError(
+                f"task '{task}' hash {ran} differs from this leaderboard's {known.hash} (its "
+                "prompts, schema or settings changed)"
             )
 
 

@@ -64,6 +64,8 @@ class GenerationRequest:
     max_tokens: int = 1024
     temperature: float = 0.0
     seed: int = 0
+    top_p: float | None = None  # None: the backend's default (see `sampling_options`)
+    top_k: int | None = None
 
     def __post_init__(self) -> None:
         if not self.messages and self.prompt is None:
@@ -90,7 +92,8 @@ class GenerationRequest:
         return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
     def cache_fields(self) -> dict[str, Any]:
-        """Everything about the request that changes the output."""
+        """Everything about the request that changes the output. `top_p`/`top_k` only when set,
+        so that a request without them keeps the key of earlier versions (and its cached answer)."""
         return {
             "messages": list(self.messages),
             "prompt": self.prompt,
@@ -98,7 +101,14 @@ class GenerationRequest:
             "max_tokens": self.max_tokens,
             "temperature": self.temperature,
             "seed": self.seed,
+            **self.sampling_options(),
         }
+
+    def sampling_options(self) -> dict[str, Any]:
+        """`top_p` and `top_k` where set, by the names transformers, vLLM and OpenAI-compatible
+        servers share; unset, each backend keeps its own default."""
+        options = {"top_p": self.top_p, "top_k": self.top_k}
+        return {name: value for name, value in options.items() if value is not None}
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,25 @@ def hub_commit(model: str, revision: str | None = None) -> str | None:
     except ValueError:  # not a repo id
         return None
     return Path(path).parent.name if isinstance(path, str) else None
+
+
+def tokenizer_info(tokenizer: Any, chat_template: str | None, max_length: int | None) -> dict:
+    """lm-eval's tokenizer information (`[token, id]` pairs) and the chat template used, as
+    `records.LoadedModel`'s fields."""
+
+    def pair(name: str) -> list[str] | None:
+        token = getattr(tokenizer, f"{name}_token", None)
+        return None if token is None else [str(token), str(getattr(tokenizer, f"{name}_token_id"))]
+
+    return {
+        "chat_template": chat_template,
+        "chat_template_sha": chat_template and hashlib.sha256(chat_template.encode()).hexdigest(),
+        "tokenizer_pad_token": pair("pad"),
+        "tokenizer_eos_token": pair("eos"),
+        "tokenizer_bos_token": pair("bos"),
+        "eot_token_id": getattr(tokenizer, "eos_token_id", None),
+        "max_length": max_length,
+    }
 
 
 def validate_output(text: str, schema: JsonSchema | None) -> tuple[Any, str | None]:
@@ -215,6 +244,7 @@ class LM(ABC):
         self.batch_size = batch_size
         self.max_retries = max_retries
         self.stats: Counter[str] = Counter()
+        self.batch_sizes: list[int] = []  # as used, in order of first use (see `resolved`)
 
     @abstractmethod
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
@@ -224,6 +254,11 @@ class LM(ABC):
         """What identifies this model's outputs in the cache (backend, model, revision, and any
         setting that changes outputs)."""
         return {"backend": self.backend, "model": self.model, "revision": self.revision}
+
+    def resolved(self) -> dict[str, Any]:
+        """What loading and running resolved, as `records.LoadedModel`'s fields: the batch
+        sizes used here; a backend that knows more (device, dtype, tokenizer) adds it."""
+        return {"batch_sizes": list(self.batch_sizes)}
 
     def close(self) -> None:  # noqa: B027 - an optional hook, not an abstract method
         """Free the model (weights, engine, connections)."""
@@ -279,6 +314,8 @@ class LM(ABC):
         self.stats["cache_hits"] += sum(result is not None for result in results)
         self.check_context([requests[i] for i in pending])
         self.fit_batch_size([requests[i] for i in pending])
+        if pending and self.batch_size not in self.batch_sizes:
+            self.batch_sizes.append(self.batch_size)
         with tqdm(
             total=len(pending),
             desc=desc or f"{self.backend}:{self.model}",

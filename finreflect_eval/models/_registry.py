@@ -31,6 +31,7 @@ BACKENDS: dict[str, str] = {
     "hf": "finreflect_eval.models.hf:HFModel",
     "vllm": "finreflect_eval.models.vllm:VLLMModel",
     "openai": "finreflect_eval.models.openai:OpenAIModel",
+    "openai-completions": "finreflect_eval.models.completions:CompletionsModel",
     "scripted": "finreflect_eval.models.scripted:ScriptedModel",
 }
 
@@ -41,6 +42,8 @@ def register_backend(name: str, target: str) -> None:
 
 
 def get_backend(name: str) -> type[LM]:
+    if name in LM_EVAL_ONLY and name not in BACKENDS:
+        raise _not_ours("--backend", name)
     if name not in BACKENDS:
         close = difflib.get_close_matches(name, BACKENDS, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
@@ -162,21 +165,84 @@ def _split_top_level(text: str) -> list[str]:
 
 
 # lm-eval's model types: our backend, the model arg naming the model, and the renames of its
-# other model args (None: an arg of lm-eval's own request path, dropped when off).
-_CHAT_COMPLETIONS_ARGS: dict[str, str | None] = {
+# other model args: our name, or the values an arg of lm-eval's own request path may have
+# because they mean what we do anyway (it is dropped; any other value is refused).
+Renames = dict[str, str | tuple[Any, ...]]
+_CHAT_COMPLETIONS_ARGS: Renames = {
     "num_concurrent": "max_concurrency",
     "max_retries": "http_retries",  # lm-eval's are HTTP retries; ours re-ask invalid outputs
-    "tokenized_requests": None,  # our chat requests are text, never token ids
-    "tokenizer_backend": None,
+    "tokenized_requests": (None, False),  # our requests are text, never token ids
+    "tokenizer_backend": (None,),
 }
-LM_EVAL_BACKENDS: dict[str, tuple[str, str, dict[str, str | None]]] = {
+# `tokenizer=` on /v1/completions is a Hugging Face tokenizer, lm-eval's `huggingface` backend.
+_COMPLETIONS_ARGS: Renames = {
+    **_CHAT_COMPLETIONS_ARGS,
+    "tokenizer_backend": (None, "huggingface"),
+}
+LM_EVAL_BACKENDS: dict[str, tuple[str, str, Renames]] = {
     "hf": ("hf", "pretrained", {}),
     "hf-auto": ("hf", "pretrained", {}),
     "huggingface": ("hf", "pretrained", {}),
     "vllm": ("vllm", "pretrained", {}),
     "local-chat-completions": ("openai", "model", _CHAT_COMPLETIONS_ARGS),
     "openai-chat-completions": ("openai", "model", _CHAT_COMPLETIONS_ARGS),
+    "local-completions": ("openai-completions", "model", _COMPLETIONS_ARGS),
+    "openai-completions": ("openai-completions", "model", _COMPLETIONS_ARGS),
 }
+_SERVED = "serve the model behind an OpenAI-compatible server and use --model "
+_LLAMA_CPP = (
+    "for llama.cpp's llama-server: --model local-completions or local-chat-completions with "
+    "base_url=http://HOST:PORT/v1; for a .gguf file: --model hf"
+)
+_SGLANG = "for SGLang's server: --model local-chat-completions with its base_url"
+_LITELLM = "with LiteLLM's proxy server: --model local-chat-completions"
+_TEXT_HF = "our tasks are text: --model hf"
+# lm-eval's other model types (its registry, and older releases' names): what of ours covers
+# each, where something does ("": nothing). A name lm-eval adds fails the tests until it is here.
+LM_EVAL_ONLY: dict[str, str] = {
+    "dummy": "for a run without a model, --backend scripted answers with given outputs",
+    "gguf": _LLAMA_CPP,
+    "ggml": _LLAMA_CPP,
+    "sglang": _SGLANG,
+    "sglang-generate": _SGLANG,
+    "vllm-vlm": "our tasks are text: --model vllm",
+    "hf-multimodal": _TEXT_HF,
+    "hf-audiolm-qwen": _TEXT_HF,
+    "hf-mistral3": _TEXT_HF,
+    "mamba_ssm": "transformers runs Mamba checkpoints (the *-hf ones): --model hf",
+    "litellm": _LITELLM,
+    "litellm-chat": _LITELLM,
+    "litellm-chat-completions": _LITELLM,
+    "trtllm": f"for TensorRT-LLM: {_SERVED}local-chat-completions (trtllm-serve)",
+    "openvino": f"for OpenVINO: {_SERVED}local-chat-completions (OpenVINO Model Server)",
+    "neuronx": f"for AWS Neuron: {_SERVED}local-chat-completions",
+    "habana": f"for Intel Gaudi: {_SERVED}local-chat-completions",
+    "ipex": f"for Intel CPUs and GPUs: {_SERVED}local-chat-completions",
+    "onnxruntime": f"for ONNX Runtime: {_SERVED}local-chat-completions",
+    "onnxruntime-genai": f"for ONNX Runtime: {_SERVED}local-chat-completions",
+    "winml": f"for Windows ML: {_SERVED}local-chat-completions",
+    "megatron_lm": f"for Megatron-LM: {_SERVED}local-chat-completions",
+    "nemo_lm": f"for NeMo: {_SERVED}local-chat-completions",
+    "anthropic-chat": "",
+    "anthropic-chat-completions": "",
+    "anthropic-completions": "",
+    "steered": "",
+    "watsonx_llm": "",
+    "textsynth": "",
+    "sparseml": "",
+    "deepsparse": "",
+    "optimum-causal": "",
+}
+
+
+def _not_ours(flag: str, name: str) -> FinReflectError:
+    """One line for a backend name of lm-eval's that we do not have: which of ours covers it,
+    and the ones we have."""
+    covered = f" ({LM_EVAL_ONLY[name]})" if LM_EVAL_ONLY[name] else ""
+    return FinReflectError(
+        f"{flag} {name} is lm-eval's backend, not one of ours{covered}; "
+        f"ours: {', '.join(sorted(BACKENDS))}"
+    )
 
 
 @dataclass(frozen=True)
@@ -198,12 +264,15 @@ class ModelSpec:
         """The model of a command line, in our form or lm-eval's (one rule, documented in the
         README): with `--backend`, `--model` is the model. Without it, a `--model` that is a
         backend name (ours or lm-eval's: hf, vllm, local-chat-completions, ...) names the backend
-        and the model is the model arg `pretrained` (`model` for the chat-completions backends),
-        as in `--model hf --model_args pretrained=ORG/NAME`; any other `--model` is the model, on
-        the hf backend. `ORG/NAME@REV` pins a revision. `options` are the lm-eval flags that
-        become model args (`batch_size`, `device`, `revision`, ...; None: not given)."""
+        and the model is the model arg `pretrained` (`model` for the completions backends),
+        as in `--model hf --model_args pretrained=ORG/NAME`; another backend name of lm-eval's is
+        an error (`LM_EVAL_ONLY`); any other `--model` is the model, on the hf backend.
+        `ORG/NAME@REV` pins a revision. `options` are the lm-eval flags that become model args
+        (`batch_size`, `device`, `revision`, ...; None: not given)."""
         args = parse_model_args(model_args)
-        renames: dict[str, str | None] = {}
+        renames: Renames = {}
+        if backend is None and model in LM_EVAL_ONLY and model not in BACKENDS:
+            raise _not_ours("--model", model)
         if backend is None and (model in LM_EVAL_BACKENDS or model in BACKENDS):
             backend, key, renames = LM_EVAL_BACKENDS.get(model, (model, "pretrained", {}))
             if key not in args:
@@ -220,9 +289,9 @@ class ModelSpec:
         for lm_eval_name, ours in renames.items():
             if lm_eval_name in args:
                 value = args.pop(lm_eval_name)
-                if ours is not None:
+                if isinstance(ours, str):
                     args[ours] = value
-                elif value:
+                elif value not in ours:
                     raise FinReflectError(f"model arg {lm_eval_name}={value} is not supported")
         if backend in (None, "hf") and "parallelize" in args:  # lm-eval: use every GPU
             options = {**options, "device_map": "auto" if args.pop("parallelize") else None}

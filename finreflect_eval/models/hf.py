@@ -25,6 +25,7 @@ from finreflect_eval.models._base import (
     JsonSchema,
     closed_schema,
     hub_commit,
+    tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
@@ -188,6 +189,16 @@ class HFModel(LM):
             "structured_backend": self.structured_backend,
         }
 
+    def resolved(self) -> dict[str, Any]:
+        template = self.tokenizer.chat_template if self.has_chat_template else None
+        return {
+            **super().resolved(),
+            "device": str(self.hf_model.device),
+            "dtype": str(self.hf_model.dtype).removeprefix("torch."),
+            "num_parameters": self.hf_model.num_parameters(),
+            **tokenizer_info(self.tokenizer, template, self.context_length),
+        }
+
     # --- loading ---
 
     def _checkpoint(self, model: str, gguf_file: str | None) -> str:
@@ -336,6 +347,8 @@ class HFModel(LM):
                 request.max_tokens,
                 request.temperature,
                 request.seed,
+                request.top_p,
+                request.top_k,
             )
             groups.setdefault(key, []).append(index)
         completions: list[Completion | None] = [None] * len(requests)
@@ -357,7 +370,8 @@ class HFModel(LM):
         inputs = [self.model_input(request) for request in group]
         sampling: dict[str, Any] = {"do_sample": first.temperature > 0}
         if first.temperature > 0:
-            sampling["temperature"] = first.temperature
+            # Unset top_p/top_k: the checkpoint's generation config decides, as in transformers.
+            sampling.update(temperature=first.temperature, **first.sampling_options())
         else:  # greedy: don't let the checkpoint's sampling defaults leak in
             sampling.update(temperature=None, top_p=None, top_k=None)
         format_input = self.outlines_model.type_adapter.format_input

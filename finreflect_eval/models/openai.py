@@ -10,13 +10,19 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.models._base import LM, Completion, GenerationRequest, closed_schema
+from finreflect_eval.models._base import (
+    LM,
+    Completion,
+    GenerationRequest,
+    JsonSchema,
+    closed_schema,
+)
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.redaction import REDACTED, redact, redact_text, redact_url
 
@@ -65,6 +71,7 @@ class OpenAIModel(LM):
 
     backend = "openai"
     remote = True
+    endpoint_path = "/chat/completions"  # under base_url; the completions backend has its own
 
     def __init__(
         self,
@@ -96,7 +103,7 @@ class OpenAIModel(LM):
             ) from None
         root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).
-        root = root.rstrip("/").removesuffix("/chat/completions")
+        root = root.rstrip("/").removesuffix(self.endpoint_path)
         if not root.startswith(("http://", "https://")):
             raise FinReflectError(
                 f"base_url '{redact_text(root)}' must start with http:// or https://"
@@ -140,6 +147,9 @@ class OpenAIModel(LM):
         self._failures_in_row = 0
         self._last_failure = ""
         self._reachable = False
+        # Which server answers (the `owned_by` of `GET /models`: llamacpp, vllm, ...), once
+        # reached: servers read some fields under their own names.
+        self.served_by: str | None = None
         self._state = threading.Lock()
         api_key = os.environ.get(api_key_env)
         if api_key is not None and not api_key.isascii():
@@ -183,6 +193,7 @@ class OpenAIModel(LM):
     ) -> Iterator[list[tuple[int, Completion]]]:
         """Each answer as it arrives (`LM.generate` caches it at once: a run killed now keeps
         every answer it received)."""
+        self._refuse_unsupported(requests)
         self._check_reachable()
         pool = ThreadPoolExecutor(max_workers=min(self.max_concurrency, len(requests)))
         try:
@@ -196,27 +207,52 @@ class OpenAIModel(LM):
             pool.shutdown(cancel_futures=True)
 
     def request_body(self, request: GenerationRequest) -> dict[str, Any]:
-        """The JSON body for one request."""
-        messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
+        """The JSON body for one request: top_p and top_k only where set (llama-server, vLLM
+        and SGLang take top_k; api.openai.com does not, see `_refuse_unsupported`)."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": messages,
+            **self._input(request),
             "max_tokens": request.max_tokens,
             "temperature": request.temperature,
             "seed": request.seed,
+            **request.sampling_options(),
         }
         if request.schema is not None:
-            # Strict mode (OpenAI) rejects schemas with open objects, and a constrained decoder
-            # must not invent extra keys; the output is still validated against the original.
-            body["response_format"] = {
-                "type": "json_schema",
-                "json_schema": {
-                    "name": "output",
-                    "schema": closed_schema(request.schema),
-                    "strict": True,
-                },
-            }
+            body.update(self._constraint(request.schema))
         return {**body, **self.extra_body}
+
+    def _input(self, request: GenerationRequest) -> dict[str, Any]:
+        """The body's prompt fields: chat messages (a bare prompt is one user turn)."""
+        return {"messages": list(request.messages) or [{"role": "user", "content": request.prompt}]}
+
+    def _constraint(self, schema: JsonSchema) -> dict[str, Any]:
+        """The body's structured-output field: `response_format` json_schema, which OpenAI,
+        vLLM, SGLang and llama-server all read on chat. Strict mode (OpenAI) rejects schemas
+        with open objects, and a constrained decoder must not invent extra keys; the output is
+        still validated against the original."""
+        return {
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "output", "schema": closed_schema(schema), "strict": True},
+            }
+        }
+
+    @staticmethod
+    def _answer_text(choice: dict[str, Any]) -> Any:
+        """The generated text in one choice of an answer."""
+        return choice["message"]["content"]
+
+    def _refuse_unsupported(self, requests: list[GenerationRequest]) -> None:
+        """OpenAI's API answers 400 to every request with top_k: one line before any call."""
+        import httpx
+
+        if httpx.URL(self.base_url).host == "api.openai.com" and any(
+            request.top_k is not None for request in requests
+        ):
+            raise FinReflectError(
+                "top_k is not a parameter of OpenAI's API (api.openai.com): leave it out of "
+                "--gen-kwargs (top_p is one)"
+            )
 
     def _check_reachable(self) -> None:
         """Once, before the first request: a one-line error when nothing answers at `base_url`
@@ -228,13 +264,14 @@ class OpenAIModel(LM):
             if self._reachable:
                 return
             try:
-                self._client.get(
+                response = self._client.get(
                     f"{self.base_url}/models", timeout=min(self.timeout, PROBE_TIMEOUT)
                 )
             except httpx.HTTPError as exc:
                 raise FinReflectError(
                     f"cannot reach the endpoint {self.endpoint}: {_one_line(_describe(exc))}"
                 ) from None
+            self.served_by = _owner(response)
             self._reachable = True
 
     def _send(self, request: GenerationRequest) -> Completion:
@@ -269,7 +306,7 @@ class OpenAIModel(LM):
         import httpx
 
         limit = answer_limit(max_tokens)
-        url = f"{self.base_url}/chat/completions"
+        url = f"{self.base_url}{self.endpoint_path}"
         deadline = None  # starts once the request has a slot: queueing behind others is free
         for attempt in range(self.http_retries + 1):
             retry_after = None
@@ -293,7 +330,7 @@ class OpenAIModel(LM):
                 return Completion(text=None, error=_one_line(_describe(exc)))
             else:
                 if response.is_success:
-                    return _parse(response)
+                    return _parse(response, self._answer_text)
                 problem = _one_line(f"HTTP {response.status_code}: {response.text}")
                 # Retry what the OpenAI SDK retries; other 4xx (bad request, auth) will not change.
                 if response.status_code not in (408, 429) and response.status_code < 500:
@@ -374,10 +411,10 @@ def _endpoint_slots(base_url: str, size: int) -> threading.Semaphore:
     return slots
 
 
-def _parse(response: httpx.Response) -> Completion:
+def _parse(response: httpx.Response, answer_text: Callable[[Any], Any]) -> Completion:
     try:
         data = response.json()
-        text = data["choices"][0]["message"]["content"]
+        text = answer_text(data["choices"][0])
     except (ValueError, KeyError, IndexError, TypeError):
         text = None
     if not isinstance(text, str):  # e.g. `content` as an object, or a null answer
@@ -389,6 +426,15 @@ def _parse(response: httpx.Response) -> Completion:
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
     )
+
+
+def _owner(response: httpx.Response) -> str | None:
+    """The `owned_by` of the first model a `GET /models` answer lists, or None."""
+    try:
+        owner = response.json()["data"][0]["owned_by"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+    return owner if isinstance(owner, str) else None
 
 
 def _count(value: Any) -> int:

@@ -18,6 +18,7 @@ from finreflect_eval.models._base import (
     Message,
     closed_schema,
     hub_commit,
+    tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
 
@@ -52,6 +53,7 @@ def sampling_params(request: GenerationRequest) -> Any:
         max_tokens=request.max_tokens,
         temperature=request.temperature,
         seed=request.seed,
+        **request.sampling_options(),  # unset: vLLM's defaults (no top-p or top-k cut)
         structured_outputs=None
         if request.schema is None
         else StructuredOutputsParams(json=closed_schema(request.schema)),
@@ -161,6 +163,18 @@ class VLLMModel(LM):
             "chat": self.chat,
         }
 
+    def resolved(self) -> dict[str, Any]:
+        tokenizer = self.llm.get_tokenizer()
+        model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
+        dtype = getattr(model_config, "dtype", None)
+        template = getattr(tokenizer, "chat_template", None) if self.chat else None
+        return {
+            **super().resolved(),
+            "device": _device_type(),
+            "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
+            **tokenizer_info(tokenizer, template, self.context_length),
+        }
+
     def prompt_length(self, request: GenerationRequest) -> int:
         tokenizer = self.llm.get_tokenizer()
         if not self.chat:
@@ -228,6 +242,15 @@ class VLLMModel(LM):
             return
         destroy_model_parallel()
         destroy_distributed_environment()
+
+
+def _device_type() -> str | None:
+    """The kind of device vLLM's engine runs on here (cuda, rocm, cpu, ...)."""
+    try:
+        from vllm.platforms import current_platform
+    except ImportError:
+        return None
+    return getattr(current_platform, "device_type", None) or None
 
 
 def _conversation(request: GenerationRequest) -> list[Message]:

@@ -1,0 +1,119 @@
+"""The files a run writes, as types: every producer writes through these models and every reader
+(the next stage, the leaderboard) validates with them.
+
+A run folder (`OUTPUT_PATH/<model>/`) holds a `Manifest` (`manifest_<run>.json`), one
+`SampleRecord` per span and task (`samples_<task>_<run>.jsonl`), and per judge panel the
+`Results` (`results_<run>_<panel>.json`) and the review queues (`ReviewItem` lines in
+`review_<task>_<panel>.jsonl`, and the same as CSV). `audit-judges` writes a `JudgeAudit`; a
+leaderboard entry is a `Submission`.
+
+Every file (every line of a JSONL file) carries `format_version`; a file of another version is a
+one-line error (`finreflect-eval upgrade` converts runs written before versions existed).
+"""
+
+from finreflect_eval.records.base import (
+    FORMAT_VERSION,
+    FileRecord,
+    Percent,
+    PlainName,
+    Record,
+    RunId,
+    SamplesName,
+)
+from finreflect_eval.records.manifest import (
+    DatasetInfo,
+    Environment,
+    JudgeMember,
+    Judging,
+    LoadedModel,
+    Manifest,
+    MetricSpec,
+    ModelInfo,
+    RunArguments,
+    ShardInfo,
+    SliceSpec,
+    SpanList,
+    TaskManifest,
+)
+from finreflect_eval.records.reading import (
+    MAX_DEPTH,
+    check_version,
+    parse,
+    read,
+    read_json,
+    read_lines,
+)
+from finreflect_eval.records.results import (
+    Agreement,
+    CriterionDetail,
+    Failures,
+    ItemCounts,
+    JudgesInfo,
+    Overall,
+    Results,
+    ReviewItem,
+    RunSettings,
+    SampleCount,
+    TaskDetails,
+    Tokens,
+)
+from finreflect_eval.records.samples import (
+    Feedback,
+    ModelCall,
+    SampleMetrics,
+    SampleRecord,
+    Vote,
+    Votes,
+)
+from finreflect_eval.records.submissions import Case, JudgeAudit, ProbeSpan, Submission
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAX_DEPTH",
+    "Agreement",
+    "Case",
+    "CriterionDetail",
+    "DatasetInfo",
+    "Environment",
+    "Failures",
+    "Feedback",
+    "FileRecord",
+    "ItemCounts",
+    "JudgeAudit",
+    "JudgeMember",
+    "JudgesInfo",
+    "Judging",
+    "LoadedModel",
+    "Manifest",
+    "MetricSpec",
+    "ModelCall",
+    "ModelInfo",
+    "Overall",
+    "Percent",
+    "PlainName",
+    "ProbeSpan",
+    "Record",
+    "Results",
+    "ReviewItem",
+    "RunArguments",
+    "RunId",
+    "RunSettings",
+    "SampleCount",
+    "SampleMetrics",
+    "SampleRecord",
+    "SamplesName",
+    "ShardInfo",
+    "SliceSpec",
+    "SpanList",
+    "Submission",
+    "TaskDetails",
+    "TaskManifest",
+    "Tokens",
+    "Vote",
+    "Votes",
+    "check_version",
+    "parse",
+    "read",
+    "read_json",
+    "read_lines",
+]

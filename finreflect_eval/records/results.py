@@ -1,0 +1,252 @@
+"""`results_<run>_<panel>.json` (in lm-eval's shape, with our own blocks) and the review
+queue's `ReviewItem`s."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    model_serializer,
+)
+
+from finreflect_eval.criteria import CriterionName, Label
+from finreflect_eval.modes import ModeName
+from finreflect_eval.records.base import (
+    FileRecord,
+    Percent,
+    PlainName,
+    Record,
+    RunId,
+    SamplesName,
+)
+from finreflect_eval.records.manifest import (
+    DatasetInfo,
+    Environment,
+    JudgeMember,
+)
+from finreflect_eval.records.samples import (
+    Vote,
+)
+
+
+class SampleCount(Record):
+    original: int | None
+    """Spans in the dataset split (None when unknown)."""
+    effective: int
+    """Spans run (after --limit and --shard)."""
+
+
+class RunSettings(Record):
+    """lm-eval's `config` block: the settings as given, and what they resolved to."""
+
+    model: str
+    """The backend (lm-eval's model type: hf, vllm, openai, ...)."""
+    model_args: dict[str, Any]
+    model_name: str
+    model_num_parameters: int | None = None
+    model_revision: str | None = None
+    model_sha: str | None = None
+    model_dtype: str | None = None
+    """The dtype the weights ran in (`auto` resolved)."""
+    batch_size: int | str | None = None
+    """As given (`auto`, or a number)."""
+    batch_sizes: list[int] = []
+    """As the run found them (`auto`), or the one given."""
+    device: str | None = None
+    use_cache: str | None = None
+    """The response cache (as the manifest records it)."""
+    limit: int | float | None = None
+    """`--limit` as given (a count, or a fraction of the spans)."""
+    limit_spans: int | None = None
+    """The spans per task `--limit` kept."""
+    gen_kwargs: dict[str, Any] = {}
+    """`--gen-kwargs` as given; each task's requests used its `configs.<task>.generation_kwargs`."""
+    random_seed: int | None = None
+    numpy_seed: int | None = None
+    torch_seed: int | None = None
+    """The generation seed: `--seed`, else the tasks' own (None: they differ)."""
+    fewshot_seed: int | None = None
+    seed: int | None = None
+    """`--seed` (None: the tasks' own generation seeds)."""
+    shard: str | None = None
+    """`i/N` when these are one shard's results."""
+    bootstrap_iters: int
+    bootstrap_seed: int
+    judges: str
+    """The judge panel's name."""
+    allow_failures: bool = False
+    """Scored with `--allow-failures` despite failed calls (never a leaderboard entry)."""
+
+
+class Agreement(Record):
+    alpha: float | None = Field(ge=-1, le=1)
+    """Krippendorff's α (nominal) across the judges; None when undefined."""
+    reason: str | None
+    n_items: int = Field(ge=0)
+
+
+class ItemCounts(Record):
+    n_items: int
+    n_scored: int
+    """Items with at least two valid votes."""
+    unanimous: int
+    split: int
+    """Items the judges disagreed on (in the review queue)."""
+    no_majority: int
+    abstentions: int
+
+
+class CriterionDetail(Record):
+    aggregation: Literal["micro", "macro"]
+    ci: list[float] | None
+    """95% bootstrap interval (resampling spans)."""
+    items: ItemCounts
+    per_judge: dict[str, Percent]
+    """Each judge's own score on the items it judged."""
+
+
+class Failures(Record):
+    """What failed in a task: transport failures (the server, not the model) and invalid
+    outputs after retries."""
+
+    transport_spans: int = 0
+    """Spans whose extraction failed in transport (unreachable, timed out, malformed reply)."""
+    invalid_spans: int = 0
+    """Spans whose extraction output stayed invalid after retries (the model's failure)."""
+    judge_transport_calls: int = 0
+    """Judge calls that failed in transport (their items lost a vote)."""
+    judge_calls_each: int = 0
+    """The calls each judge of the panel was asked (all are asked the same)."""
+    judge_failed_calls: dict[str, int] = {}
+    """Per judge with any: its calls that failed, in transport or with invalid output after
+    retries (each an abstention on the call's items)."""
+    first: str = ""
+    """The first failure's message."""
+
+
+class Tokens(Record):
+    prompt: int = 0
+    completion: int = 0
+
+
+class TaskDetails(Record):
+    """What a task's lm-eval metric row does not hold."""
+
+    mode: ModeName
+    metrics: list[str]
+    """The metrics reported (the task's metric_list)."""
+    criteria: dict[str, CriterionDetail]
+    n_spans: int
+    n_triples: int
+    check_rules_detail: dict[str, Percent]
+    failed_extractions: int
+    judge_failures: int
+    failures: Failures
+    tokens: dict[str, Tokens]
+    """`extract` and `judge`."""
+    seconds: dict[str, float]
+
+
+class Overall(Record):
+    """One number per run: the mean of every judged criterion of every task (mode)."""
+
+    score: Percent
+    ci: list[float] | None
+    """95% bootstrap interval, resampling the spans jointly for every task and criterion."""
+    tasks: dict[str, Percent]
+    """Per task: the mean of its judged criteria."""
+
+
+class JudgesInfo(Record):
+    panel: PlainName
+    official: bool
+    members: list[JudgeMember]
+    seconds: dict[str, float]
+
+
+class Results(FileRecord):
+    """`results_<run>_<panel>.json`, shaped like lm-eval's results file (its `make_table` reads
+    it), plus our own blocks: `details`, `agreement`, `judges`, `dataset`."""
+
+    model_config = ConfigDict(populate_by_name=True)
+
+    results: dict[str, dict[str, Any]]
+    """Per task: `name`, `alias`, `sample_len`, and `<metric>,none` / `<metric>_stderr,none`
+    (percent; the stderr is the bootstrap's standard deviation)."""
+    groups: dict[str, dict[str, Any]] = {}
+    """Per group: the unweighted mean of each metric over its tasks."""
+    group_subtasks: dict[str, list[str]] = {}
+    configs: dict[str, dict[str, Any]]
+    versions: dict[str, Any]
+    n_shot: dict[str, int] = Field(alias="n-shot")
+    higher_is_better: dict[str, dict[str, bool | None]]
+    n_samples: dict[str, SampleCount] = Field(alias="n-samples")
+    config: RunSettings
+    model_name: str
+    model_name_sanitized: str
+    model_source: str
+    git_hash: str | None
+    date: float
+    """Unix time the run started (lm-eval's `date`)."""
+    pretty_env_info: str | None = None
+    """The environment (`Manifest.environment`), as lm-eval's lines."""
+    transformers_version: str | None = None
+    system_instruction: str | None = None
+    system_instruction_sha: str | None = None
+    fewshot_as_multiturn: bool = False
+    chat_template: str | None = None
+    chat_template_sha: str | None = None
+    tokenizer_pad_token: list[str] | None = None
+    tokenizer_eos_token: list[str] | None = None
+    tokenizer_bos_token: list[str] | None = None
+    eot_token_id: int | None = None
+    max_length: int | None = None
+    environment: Environment | None = None
+    run: RunId
+    """The run's id (its start time), as in the file names."""
+    task_hashes: dict[str, str]
+    total_evaluation_time_seconds: str
+    details: dict[str, TaskDetails]
+    overall: Overall
+    agreement: dict[str, dict[str, Agreement]]
+    """Per task and criterion."""
+    judges: JudgesInfo
+    dataset: DatasetInfo
+    finreflect_eval_version: str
+    samples: dict[str, SamplesName]
+    """Per task: the samples file."""
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks' names (`results` also holds the groups' rows)."""
+        return list(self.details)
+
+    @model_serializer(mode="wrap")
+    def _without_empty_groups(self, serialize: Any) -> dict[str, Any]:
+        # As lm-eval writes it: no `groups` key at all in a run without a group (an empty one
+        # makes lm-eval's tools print an empty Groups table).
+        data = serialize(self)
+        if not data.get("groups"):
+            data.pop("groups", None)
+        return data
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+
+class ReviewItem(FileRecord):
+    """One line of `review_<task>_<panel>.jsonl`: an item the panel split on, could not score,
+    or had no majority for, with every judge's vote."""
+
+    task: str
+    span_id: str
+    criterion: CriterionName
+    triple_index: int | None
+    triple: list[str] | None
+    label: Label | None
+    """The label taken (None: unscored)."""
+    reason: str
+    votes: dict[str, Vote]
+    span_text: str

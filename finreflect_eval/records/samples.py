@@ -1,0 +1,165 @@
+"""`samples_<task>_<run>.jsonl`: one `SampleRecord` per span and task, with lm-eval's logged
+sample fields beside ours."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import (
+    Field,
+    model_validator,
+)
+
+from finreflect_eval.criteria import CriterionName
+from finreflect_eval.modes import ModeName
+from finreflect_eval.records.base import (
+    FileRecord,
+    Record,
+)
+from finreflect_eval.schema import Triple
+
+
+class Feedback(Record):
+    """One item of a reflection critic's feedback."""
+
+    triple_index: int = Field(ge=0)
+    issue: str = Field(max_length=300)
+    suggestion: str = Field(max_length=300)
+
+
+class ModelCall(Record):
+    """One model call about a span (an extraction step or a judge's criterion), as kept."""
+
+    step: str
+    """`extract`, `normalize`, `critic`, `correct`, or `judge:<criterion>`."""
+    model: str | None = None
+    """The judge's name, for judge calls."""
+    iteration: int = 0
+    text: str | None
+    """The accepted output (None when the call failed in transport)."""
+    raw_outputs: list[str] = []
+    """Every output, including those that failed validation and were retried."""
+    error: str | None = None
+    cached: bool = False
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_hash: str = ""
+    """sha256 of the request (messages, schema and sampling settings)."""
+
+    @property
+    def transport_failed(self) -> bool:
+        """The call failed before the model answered (server unreachable, timed out, malformed
+        reply): not the model's failure, never cached, retried on rerun."""
+        return self.error is not None and not self.raw_outputs
+
+
+class Vote(Record):
+    """One judge's verdict on one item; `verdict` None is an abstention (the call failed)."""
+
+    verdict: Literal[0, 1, "good", "partial", "poor"] | None
+    """0/1 for triple criteria, good/partial/poor for comprehensiveness."""
+    reasoning: str = ""
+    warning: str = ""
+    synthetic: bool = False
+    """Given by rule, not by the judge (a span without triples is `poor`)."""
+
+
+Votes = dict[str, dict[str, list[Vote]]]  # criterion -> judge -> one vote per item
+
+
+class SampleMetrics(Record):
+    """A span's per-sample metric values, each item's as its aggregation takes it: a task's
+    result is the mean over all items of its spans (micro, ×100) or over its spans of each
+    span's mean (macro; the criterion's `aggregation` in the results' details)."""
+
+    triples_per_span: int = 0
+    """The final triples (the result is the mean over spans)."""
+    check_rules: list[Literal[0, 1]] = []
+    """Per final triple: 1 when it passes all four CheckRules (micro)."""
+    panels: dict[str, dict[CriterionName, list[float | None]]] = {}
+    """By panel (as `votes`), per criterion judged: the panel's score of each item, the label
+    its majority takes as 0/1 (good/partial/poor: 1/0.5/0), None where it is unscored."""
+
+
+class SampleRecord(FileRecord):
+    """Everything about one span of one task: one line of `samples_<task>_<run>.jsonl`. It
+    holds every field lm-eval 0.4.13 logs for a document, computed as lm-eval computes them
+    (finreflect_eval.lm_eval_sample). A line written before they existed reads with them
+    derived from its other fields."""
+
+    doc_id: int = Field(ge=0, lt=2**63)
+    """The span's position in the task's span list (lm-eval's `doc_id`)."""
+    task: str
+    mode: ModeName
+    span_id: str
+    ticker: str
+    section: str
+    doc: dict[str, Any] = {}
+    """The span's dataset row (lm-eval's `doc`): `span_id`, `ticker`, `company`, `fiscal_year`,
+    `section`, ..., `text`; the span's text is written here only."""
+    text: str = Field("", exclude=True)
+    """The span's text, `doc["text"]` (never written; a line written before `doc` existed holds
+    it, and its `doc` is made of it, `span_id`, `ticker` and `section`)."""
+    doc_hash: str = ""
+    """lm-eval's: sha256 of `doc` as JSON indented by 2, non-ASCII kept."""
+    prompt_hash: str = ""
+    """lm-eval's: sha256 of the first request's prompt, its messages (`gen_args_0.arg_0`) as
+    the JSON string lm-eval's chat API models send."""
+    target: str = ""
+    """lm-eval's: the reference triples, as the extraction answers (`{"triples": [...]}`)."""
+    target_hash: str = ""
+    """lm-eval's: sha256 of `target`."""
+    arguments: dict[str, dict[str, Any]] = {}
+    """The rendered prompt of each extraction step, as lm-eval logs it:
+    `gen_args_<i>: {arg_0: messages, arg_1: generation settings}`."""
+    resps: list[list[str]] = []
+    """lm-eval's: per request (each step, as `arguments`), every output of the model (those
+    retried as invalid first; none when the call failed in transport)."""
+    filtered_resps: list[str] = []
+    """lm-eval's: the answer scored, the final triples as `target` writes them."""
+    filter: Literal["none"] = "none"
+    """lm-eval's filter: none (the answer is the final triples as parsed; results `<m>,none`)."""
+    metrics: SampleMetrics = Field(default_factory=SampleMetrics)
+    """Per-sample metric values (lm-eval writes their names here and each value as a key of its
+    own: our line holds every panel's values, so they are here, by panel). Set by extraction;
+    each panel's when it judges."""
+    reference: list[Triple] = []
+    triples: list[Triple] = []
+    """The final triples."""
+    rule_checks: list[dict[str, bool]] = []
+    """CheckRules per final triple."""
+    failed: bool = False
+    """The extraction failed (after retries): the span counts with no triples."""
+    failures: list[str] = []
+    steps: list[ModelCall] = []
+    iterations: int = 0
+    converged: bool | None = None
+    feedback_trail: list[list[Feedback]] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    votes: dict[str, Votes] = {}
+    """By panel: criterion -> judge -> one vote per item (per triple for faithfulness,
+    precision and relevance; one for comprehensiveness)."""
+    judge_calls: dict[str, list[ModelCall]] = {}
+    """By panel: every judge call about this span."""
+
+    @model_validator(mode="after")
+    def _text_in_doc(self) -> SampleRecord:
+        """`text` from `doc`; a line written before `doc` existed gets its lm-eval fields."""
+        if not self.doc:
+            self.doc = {
+                "span_id": self.span_id,
+                "ticker": self.ticker,
+                "section": self.section,
+                "text": self.text,
+            }
+            # Imported here: it needs numpy, which the records' light readers do without.
+            from finreflect_eval.lm_eval_sample import fill
+
+            fill(self)
+        if not isinstance(self.doc.get("text"), str):
+            raise ValueError("doc must be the span's row, with its text")
+        if self.text and self.text != self.doc["text"]:
+            raise ValueError("text differs from doc.text")
+        self.text = self.doc["text"]
+        return self

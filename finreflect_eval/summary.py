@@ -1,0 +1,101 @@
+"""The Markdown summaries the command line prints: after an extraction, one row per task; after
+scoring, lm-eval's settings line, then one row per task and group with each criterion's CI and
+the judges' α, and the overall score."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from finreflect_eval.criteria import CRITERIA
+from finreflect_eval.records import Results
+from finreflect_eval.store import Run
+from finreflect_eval.tables import markdown_table
+
+
+def extraction_table(run: Run) -> str:
+    """The extraction's summary: one row per task."""
+    rows = []
+    for task, records in run.records.items():
+        n = len(records)
+        seconds = run.manifest.tasks[task].seconds
+        rows.append(
+            [
+                task,
+                run.manifest.tasks[task].mode,
+                n,
+                sum(r.failed for r in records),
+                f"{sum(len(r.triples) for r in records) / max(n, 1):.1f}",
+                f"{sum(r.iterations for r in records) / max(n, 1):.1f}",
+                sum(r.prompt_tokens + r.completion_tokens for r in records),
+                f"{seconds / max(n, 1):.1f}",
+            ]
+        )
+    header = ["task", "mode", "spans", "failed", "triples/span", "iterations", "tokens", "s/span"]
+    return "\n" + markdown_table(header, rows) + "\n"
+
+
+def settings_line(results: Results) -> str:
+    """lm-eval's line above its table: model, model args, gen_kwargs, limit, num_fewshot and
+    batch size (with the sizes `auto` found)."""
+    config = results.config
+    args = ",".join(f"{key}={value}" for key, value in config.model_args.items())
+    model = f"{config.model} ({args})" if args else config.model
+    gen_kwargs = ",".join(f"{key}={value}" for key, value in config.gen_kwargs.items())
+    shots = set(results.n_shot[task] for task in results.tasks)
+    found = f" ({','.join(map(str, config.batch_sizes))})" if config.batch_sizes else ""
+    return (
+        f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}, num_fewshot: "
+        f"{shots.pop() if len(shots) == 1 else None}, batch_size: {config.batch_size}{found}"
+    )
+
+
+def results_table(results: Results) -> str:
+    """The scores' summary: the settings line, then one row per group and task, like lm-eval's
+    table but with each criterion's CI and the judges' α, then the overall score."""
+    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
+    rows = []
+    for name in results.results:
+        if name in results.details:
+            rows.append(_task_row(results, name, letters))
+        else:  # a group: its tasks' means
+            entry = results.results[name]
+            cells = [_with_ci(entry.get(f"{c},none"), None) for c in letters]
+            spans = max(results.details[t].n_spans for t in results.group_subtasks[name])
+            rows.append([name, "group", spans, *cells, "", *_extraction_cells(entry)])
+    header = ["task", "mode", "spans", *letters.values(), "α", "triples/span", "CheckRules"]
+    panel = results.judges.panel
+    note = "" if results.judges.official else f" (panel '{panel}' is not official)"
+    overall = results.overall
+    return (
+        f"\n{settings_line(results)}\njudges: {panel}{note}\n"
+        + markdown_table(header, rows)
+        + f"\noverall: {_with_ci(overall.score, overall.ci)}\n"
+    )
+
+
+def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]:
+    entry, details = results.results[task], results.details[task]
+    cells = []
+    for name in letters:
+        ci = details.criteria[name].ci if name in details.criteria else None
+        cells.append(_with_ci(entry.get(f"{name},none"), ci))
+    alphas = "/".join(
+        "—" if a.alpha is None else f"{a.alpha:.2f}" for a in results.agreement[task].values()
+    )
+    in_group = any(task in results.group_subtasks.get(group, []) for group in results.groups)
+    name = f" - {task}" if in_group else task  # as lm-eval indents a group's tasks
+    return [name, details.mode, details.n_spans, *cells, alphas or "—", *_extraction_cells(entry)]
+
+
+def _extraction_cells(entry: dict[str, Any]) -> list[str]:
+    per_span, rules = entry.get("triples_per_span,none"), entry.get("check_rules,none")
+    return [
+        "—" if per_span is None else f"{per_span:.1f}",
+        "—" if rules is None else f"{rules:.1f}",
+    ]
+
+
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")
