@@ -13,7 +13,6 @@ chat API models send), and the target and the answer are triples as the extracti
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,6 +21,7 @@ import numpy as np
 from pydantic import TypeAdapter
 
 from finreflect_eval import metrics
+from finreflect_eval.hashing import text_sha256 as hash_string  # lm-eval's name
 from finreflect_eval.schema import Triple
 
 if TYPE_CHECKING:
@@ -32,11 +32,6 @@ DERIVED = ("doc_hash", "target_hash", "metrics")
 `prompt_hash` is of, are not submitted)."""
 
 _ANSWER = TypeAdapter(dict[str, list[Triple]])
-
-
-def hash_string(text: str) -> str:
-    """lm-eval's `hash_string`: the sha256 of the text's UTF-8, in hex."""
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def doc_hash(doc: Mapping[str, Any]) -> str:

@@ -8,7 +8,6 @@ item the panel split on, could not score or had no majority for goes to the revi
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from finreflect_eval.criteria import (
     higher_is_better,
 )
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.lm_eval_sample import task_hash
 from finreflect_eval.records import (
     FORMAT_VERSION,
@@ -96,6 +96,10 @@ def score_tables(
             for task in tasks
         },
     )
+
+
+# lm-eval's top-level keys of the chat template and tokenizer: what loading the model resolved.
+LM_EVAL_TOP_LEVEL = set(LoadedModel.model_fields) & set(Results.model_fields)
 
 
 def facts_from_records(
@@ -274,15 +278,9 @@ def compute_results(
         pretty_env_info=environment and environment.pretty(),
         transformers_version=environment and environment.packages.get("transformers"),
         system_instruction=instruction,
-        system_instruction_sha=instruction and hashlib.sha256(instruction.encode()).hexdigest(),
+        system_instruction_sha=instruction and text_sha256(instruction),
         fewshot_as_multiturn=given.fewshot_as_multiturn,
-        chat_template=loaded.chat_template,
-        chat_template_sha=loaded.chat_template_sha,
-        tokenizer_pad_token=loaded.tokenizer_pad_token,
-        tokenizer_eos_token=loaded.tokenizer_eos_token,
-        tokenizer_bos_token=loaded.tokenizer_bos_token,
-        eot_token_id=loaded.eot_token_id,
-        max_length=loaded.max_length,
+        **loaded.model_dump(include=LM_EVAL_TOP_LEVEL),
         environment=environment,
         run=manifest.run,
         # lm-eval's: of the samples (the task's config hash is the manifest's).

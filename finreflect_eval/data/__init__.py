@@ -20,9 +20,9 @@ from finreflect_eval.data._records import (
     Judgment,
     ReferenceTriple,
     Span,
-    text_sha256,
 )
 from finreflect_eval.data._slice import select_slice, span_list
+from finreflect_eval.hashing import text_sha256
 
 __all__ = [
     "CONFIGS",

@@ -22,8 +22,9 @@ from finreflect_eval.chunking import (
     read_text,
     token_counter,
 )
-from finreflect_eval.data._records import CONFIGS, FEATURES, Span, text_sha256
+from finreflect_eval.data._records import CONFIGS, FEATURES, Span
 from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.resources import bundled_path
 
 logger = logging.getLogger(__name__)

@@ -16,9 +16,9 @@ from finreflect_eval.data._records import (
     Judgment,
     ReferenceTriple,
     Span,
-    text_sha256,
 )
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.schema import load_schema
 
 REQUIRED_COLUMNS = (

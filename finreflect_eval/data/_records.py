@@ -138,10 +138,6 @@ FEATURES = {
 }
 
 
-def text_sha256(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
-
-
 @dataclass
 class Benchmark:
     """One split of a benchmark dataset, as typed records."""

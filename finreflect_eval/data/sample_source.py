@@ -20,9 +20,9 @@ from finreflect_eval.data._records import (
     Judgment,
     ReferenceTriple,
     Span,
-    text_sha256,
 )
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.resources import load_yaml, sample_dir
 from finreflect_eval.schema import Triple, check_triple, load_schema
 

@@ -7,7 +7,6 @@ call counting — lives once, in `LM.generate`.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 from abc import ABC, abstractmethod
@@ -22,6 +21,7 @@ from tqdm.auto import tqdm
 
 from finreflect_eval import progress
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.models._cache import ResponseCache
 
 logger = logging.getLogger(__name__)
@@ -89,7 +89,7 @@ class GenerationRequest:
     def digest(self) -> str:
         """sha256 of everything about the request that changes the output."""
         blob = json.dumps(self.cache_fields(), sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return text_sha256(blob)
 
     def cache_fields(self) -> dict[str, Any]:
         """Everything about the request that changes the output. `top_p`/`top_k` only when set,
@@ -175,7 +175,7 @@ def tokenizer_info(tokenizer: Any, chat_template: str | None, max_length: int | 
 
     return {
         "chat_template": chat_template,
-        "chat_template_sha": chat_template and hashlib.sha256(chat_template.encode()).hexdigest(),
+        "chat_template_sha": chat_template and text_sha256(chat_template),
         "tokenizer_pad_token": pair("pad"),
         "tokenizer_eos_token": pair("eos"),
         "tokenizer_bos_token": pair("bos"),
@@ -291,7 +291,7 @@ class LM(ABC):
     def cache_key(self, request: GenerationRequest) -> str:
         payload = {"model": self.identity(), "request": request.cache_fields()}
         blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-        return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+        return text_sha256(blob)
 
     def generate(
         self, requests: Sequence[GenerationRequest], *, desc: str | None = None

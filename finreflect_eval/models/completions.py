@@ -5,11 +5,11 @@ backend's; only the prompt, the schema's field and the answer's text differ."""
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any
 
 from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.hashing import text_sha256
 from finreflect_eval.models._base import (
     GenerationRequest,
     JsonSchema,
@@ -76,7 +76,7 @@ class CompletionsModel(OpenAIModel):
             self.prompt_format = {
                 "prompt_format": "chat_template",
                 "tokenizer": tokenizer,
-                "chat_template_sha": hashlib.sha256(self.chat_template.encode()).hexdigest(),
+                "chat_template_sha": text_sha256(self.chat_template),
             }
 
     def identity(self) -> dict[str, Any]:
