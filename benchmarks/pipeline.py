@@ -7,11 +7,14 @@ absolute times depend on the machine):
     (and, with --demo, on the quickstart's run: the embedded model and the demo panel, timed
     against llama.cpp's llama-server serving the same GGUF where one is built);
 (c) `finreflect-eval score` seconds and peak memory on synthetic judged runs of 100k and 500k
-    triples (3 modes, 3 judges, ~85% of items unanimous), reading the score index the judge
-    stage writes, and reading the samples alone (a run judged before the index existed);
+    triples (3 modes, 3 judges, ~86% of items unanimous, or with --split-share that share of
+    items split 2–1 and the rest unanimous), reading the score index the judge stage writes, and
+    reading the samples alone (a run judged before the index existed), with the size of the
+    review files `score` writes;
 (d) grammars compiled per run (distinct output schemas per loaded model).
 
-    python benchmarks/pipeline.py [--triples 100000,500000] [--spans 2] [--skip-run] [--demo]
+    python benchmarks/pipeline.py [--triples 100000,500000] [--split-share 0.33] [--spans 2]
+                                  [--skip-run] [--demo]
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ TASKS = (
     "finreflect_smoke_reflection",
 )
 TRIPLES_PER_SPAN = 40
+SPANS_PER_FILING = 40  # the bootstrap resamples filings: ~100 of them at 500k triples
 REASONING = "The chunk states this fact directly in its second paragraph; the types fit."
 
 
@@ -238,9 +242,12 @@ def template_run(folder: Path) -> Path:
     return folder / "synthetic"
 
 
-def synthetic_run(folder: Path, n_triples: int, seed: int = 0) -> Path:
+def synthetic_run(
+    folder: Path, n_triples: int, seed: int = 0, split_share: float | None = None
+) -> Path:
     """A judged run of `n_triples` triples over the three modes (40 per span), with votes that
-    agree on ~85% of items, written as the pipeline writes them (JSONL records, a manifest)."""
+    agree on ~86% of items (see `synthetic_record` for `split_share`), written as the pipeline
+    writes them (JSONL records, a manifest)."""
     template = template_run(folder / "template")
     rng = random.Random(seed)
     manifest_path = next(template.glob("manifest_*.json"))
@@ -253,7 +260,7 @@ def synthetic_run(folder: Path, n_triples: int, seed: int = 0) -> Path:
         record = json.loads(samples.read_text().splitlines()[0])
         with (target / samples.name).open("w") as out:
             for index in range(spans):
-                out.write(json.dumps(synthetic_record(record, index, rng)) + "\n")
+                out.write(json.dumps(synthetic_record(record, index, rng, split_share)) + "\n")
         manifest["tasks"][task]["span_list"]["count"] = spans
         manifest["tasks"][task]["dataset"]["size"] = spans
     manifest["dataset"]["size"] = spans
@@ -263,15 +270,24 @@ def synthetic_run(folder: Path, n_triples: int, seed: int = 0) -> Path:
     return target
 
 
-def synthetic_record(record: dict, index: int, rng: random.Random) -> dict:
+def synthetic_record(
+    record: dict, index: int, rng: random.Random, split_share: float | None = None
+) -> dict:
+    """A span's record with 40 triples (40 spans a filing) and every judge's vote on each item:
+    each judge gives the item's label with probability 0.95 (~86% of items unanimous), or, with
+    `split_share`, that share of items split 2–1 (one judge, drawn at random, gives another
+    label) and the rest unanimous."""
     triple = record["triples"][0]
     triples = [
         {**triple, "object": f"Product {index}-{number}"} for number in range(TRIPLES_PER_SPAN)
     ]
+    ticker = f"SYN{index // SPANS_PER_FILING:04d}"
     record = {
         **record,
         "doc_id": index,
-        "span_id": f"SYN_{index:06d}",
+        "span_id": f"{ticker}_2024_{index:06d}",
+        "ticker": ticker,
+        "doc": {**record["doc"], "ticker": ticker, "company": ticker, "fiscal_year": 2024},
         "triples": triples,
         "rule_checks": [record["rule_checks"][0]] * len(triples),
     }
@@ -283,8 +299,14 @@ def synthetic_record(record: dict, index: int, rng: random.Random) -> dict:
         by_judge = {judge: [] for judge in JUDGES}
         for _ in range(len(triples) if per_triple else 1):
             agreed = rng.choice(levels)
-            for judge in JUDGES:
-                verdict = agreed if rng.random() < 0.95 else rng.choice(levels)  # ~86% unanimous
+            if split_share is None:  # ~86% unanimous
+                verdicts = [agreed if rng.random() < 0.95 else rng.choice(levels) for _ in JUDGES]
+            else:
+                verdicts = [agreed] * len(JUDGES)
+                if rng.random() < split_share:
+                    others = [level for level in levels if level != agreed]
+                    verdicts[rng.randrange(len(JUDGES))] = rng.choice(others)
+            for judge, verdict in zip(JUDGES, verdicts, strict=True):
                 by_judge[judge].append(
                     {"verdict": verdict, "reasoning": REASONING, "warning": "", "synthetic": False}
                 )
@@ -337,6 +359,17 @@ def run_sizes(text: str) -> list[int]:
     return sizes
 
 
+def share(text: str) -> float:
+    """`--split-share`: a share of items, from 0 to 1."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"not a share from 0 to 1: {text!r}")
+    return value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -344,6 +377,13 @@ def main() -> None:
         type=run_sizes,
         default="100000,500000",
         help='synthetic run sizes ("" for none)',
+    )
+    parser.add_argument(
+        "--split-share",
+        type=share,
+        default=None,
+        help="(c): the share of items the judges split on (default: each judge agrees with "
+        "probability 0.95, ~14%% split)",
     )
     parser.add_argument("--spans", type=int, default=2, help="spans of the tiny-model run")
     parser.add_argument("--skip-run", action="store_true", help="only (c)")
@@ -359,19 +399,22 @@ def main() -> None:
     if args.demo:
         with tempfile.TemporaryDirectory() as scratch:
             rows += demo_run(Path(scratch), args.spans)
+    splits = "~14% split" if args.split_share is None else f"{args.split_share:.0%} split"
     for size in args.triples:
         with tempfile.TemporaryDirectory() as scratch:
-            run = synthetic_run(Path(scratch), size)
-            megabytes = sum(f.stat().st_size for f in run.glob("*.jsonl")) / 1024**2
+            run = synthetic_run(Path(scratch), size, split_share=args.split_share)
+            megabytes = sum(f.stat().st_size for f in run.glob("samples_*.jsonl")) / 1024**2
             for reads in ("score index", "samples only"):
                 if reads == "samples only":  # a run judged before the score index existed
                     shutil.rmtree(run / SCORE_INDEX)
                 seconds, peak = score_cost(run)
+                review = sum(f.stat().st_size for f in run.glob("review_*")) / 1024**2
                 rows.append(
                     [
-                        f"(c) score, {size:,} triples ({megabytes:,.0f} MB of samples), {reads}",
+                        f"(c) score, {size:,} triples ({megabytes:,.0f} MB of samples, "
+                        f"{splits}), {reads}",
                         f"{seconds:.1f} s",
-                        f"{peak:.2f} GB peak",
+                        f"{peak:.2f} GB peak; review files {review:,.0f} MB",
                     ]
                 )
     print(markdown_table(["measure", "value", "detail"], rows))

@@ -25,13 +25,13 @@ from finreflect_eval.evaluator import (
     judge,
     score,
 )
-from finreflect_eval.metrics import BOOTSTRAP_ITERS
 from finreflect_eval.models import LM, ModelSpec, parse_batch_size, parse_model_args
 from finreflect_eval.progress import progress_bars
 from finreflect_eval.records import Results, SampleRecord
 from finreflect_eval.scoring import FailurePolicy
 from finreflect_eval.sharding import Shard, load_runs
 from finreflect_eval.store import writing
+from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
 
 Judges = str | Path | judging.Panel | Sequence[LM] | Mapping[str, LM] | None
 

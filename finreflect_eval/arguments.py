@@ -12,10 +12,10 @@ from typing import Any
 
 from finreflect_eval.errors import ArgumentTypeError, ArgumentValueError, FinReflectError
 from finreflect_eval.judging import Panel
-from finreflect_eval.metrics import BOOTSTRAP_ITERS
 from finreflect_eval.models import LM, parse_batch_size
 from finreflect_eval.redaction import redact
 from finreflect_eval.sharding import Shard
+from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
 
 LM_EVAL_BOOTSTRAP_ITERS = 100_000  # lm-eval's simple_evaluate default
 

@@ -30,12 +30,13 @@ from finreflect_eval.criteria import CRITERIA, TRIPLE_CRITERIA, Label
 from finreflect_eval.data import Benchmark
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import JudgeSpec, Panel, judge_request, run_judges, votes_of
-from finreflect_eval.metrics import Item, aggregate, krippendorff_alpha
+from finreflect_eval.metrics import ALPHA_GATE, Item, aggregate, below_gate, krippendorff_alpha
 from finreflect_eval.models import LM
 from finreflect_eval.records import Case, JudgeAudit, ProbeSpan
 from finreflect_eval.resources import load_yaml, tasks_dir
 from finreflect_eval.schema import Triple
 from finreflect_eval.store import run_id, write_atomic
+from finreflect_eval.summary import alpha_text
 from finreflect_eval.tables import markdown_table
 from finreflect_eval.tasks import Task
 
@@ -352,18 +353,24 @@ def compute_report(audit: JudgeAudit) -> dict[str, Any]:
                     (stats["prompt_tokens"] + stats["completion_tokens"]) / per_call
                 ),
             }
-    report["agreement"] = {
-        criterion: krippendorff_alpha(
-            [
-                Item(case.span.span_id, criterion, i, {j: audit.verdicts[j][c][i] for j in judges})
-                for c, case in enumerate(cases)
-                if case.probe == "gold" and case.criterion == criterion
-                for i in range(len(case.keys))
-            ],
-            judges,
-        )
-        for criterion in CRITERIA
-    }
+    # α with its interval, resampling companies (a probe span shows its ticker, not its year:
+    # a company's filings stay together, which can only widen the interval).
+    report["agreement"] = {}
+    for criterion in CRITERIA:
+        items = [
+            Item(
+                case.span.span_id,
+                criterion,
+                i,
+                {j: audit.verdicts[j][c][i] for j in judges},
+                filing=case.span.ticker,
+            )
+            for c, case in enumerate(cases)
+            if case.probe == "gold" and case.criterion == criterion
+            for i in range(len(case.keys))
+        ]
+        agreement = krippendorff_alpha(items, judges, seed=audit.seed)
+        report["agreement"][criterion] = agreement | {"below_gate": below_gate(agreement)}
     return report
 
 
@@ -379,9 +386,7 @@ def audit_table(audit: JudgeAudit) -> str:
     for criterion in CRITERIA.values():
         header += [f"acc {criterion.letter}", f"κ {criterion.letter}"]
     header += [f"flip {p}" for p in audit.probes] + ["α F/P/R/C"]
-    alphas = "/".join(
-        "—" if a["alpha"] is None else f"{a['alpha']:.2f}" for a in report["agreement"].values()
-    )
+    alphas = " / ".join(alpha_text(a) for a in report["agreement"].values())
     rows = []
     for name, entry in report["judges"].items():
         row = [name]
@@ -393,7 +398,17 @@ def audit_table(audit: JudgeAudit) -> str:
         row.append(alphas if name == PANEL_ROW else "")
         rows.append(row)
     note = "" if audit.panel["official"] else " (not an official panel)"
-    return f"\njudge audit: panel {audit.panel['panel']}{note}\n" + markdown_table(header, rows)
+    gated = [c for c, a in report["agreement"].items() if a.get("below_gate")]
+    gate = (
+        f"\nα below {ALPHA_GATE} (its interval's upper end) on {', '.join(gated)}: this panel "
+        "agrees too little there for its scores to be trusted; a run it judges is flagged on "
+        "the leaderboard.\n"
+        if gated
+        else ""
+    )
+    return (
+        f"\njudge audit: panel {audit.panel['panel']}{note}\n" + markdown_table(header, rows) + gate
+    )
 
 
 def write_audit(audit: JudgeAudit, output_path: Path) -> Path:

@@ -32,6 +32,11 @@ class Criterion:
         return LEVEL_SCORES[label] if isinstance(label, str) else float(label)
 
     @property
+    def ordered(self) -> bool:
+        """More than two ordered labels: an ordinal α says more than the nominal one."""
+        return len(self.labels) > 2
+
+    @property
     def conservative(self) -> Label:
         """The label taken when the panel has no majority (the lowest-scoring one)."""
         return min(self.labels, key=self.score)

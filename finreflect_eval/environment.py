@@ -28,7 +28,6 @@ PACKAGES = (
     "huggingface-hub",
     "pyarrow",
     "numpy",
-    "krippendorff",
     "pydantic",
     "openai",
     "httpx",

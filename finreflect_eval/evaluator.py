@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from finreflect_eval import __version__, judging, scoring
+from finreflect_eval import __version__, judging, review, scoring
 from finreflect_eval.data import Benchmark, load_benchmark, span_list
 from finreflect_eval.environment import environment, seed_globals
 from finreflect_eval.errors import (
@@ -496,8 +496,8 @@ def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = Non
     results = scoring.compute_results(run.manifest, panel, span_facts, votes)
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
-    review = scoring.review_queue(span_facts, votes)
-    run.store.write_results(results, review)
+    queue = review.review_queue(span_facts, votes)
+    run.store.write_results(results, queue)
     return results
 
 

@@ -1,5 +1,7 @@
-"""The statistics behind the scores: majority aggregation, micro/macro averages with bootstrap
-CIs, per-judge scores, Krippendorff's α, CheckRules and reference overlap. Pure functions.
+"""The statistics behind the scores: majority aggregation, micro/macro averages with their
+bootstrap intervals (by filing and by span: `RunBootstrap`), per-judge scores and the scores
+without each judge, Krippendorff's α with its interval and gate, CheckRules and reference
+overlap. Pure functions; the resampling itself is `finreflect_eval.uncertainty`'s.
 
 Aggregation (DESIGN.md §7): an item (a triple on one criterion, or a span on comprehensiveness)
 takes the label more than half of its valid votes agree on. A failed judge call is an
@@ -24,11 +26,10 @@ from typing import Any
 
 import numpy as np
 
+from finreflect_eval import uncertainty
 from finreflect_eval.criteria import CRITERIA, LEVEL_SCORES, Aggregation, Label
 from finreflect_eval.schema import CheckRulesReport
 
-BOOTSTRAP_ITERS = 1000
-CONFIDENCE = 0.95
 # The same scores as an `evaluate` metric: evaluate.load(str(EVALUATE_MODULE)).
 EVALUATE_MODULE = Path(__file__).parent / "hf_metric" / "finreflect_judges.py"
 
@@ -46,6 +47,7 @@ class Item:
     index: int  # the triple's position, 0 for a span
     votes: Mapping[str, Label | None]  # judge -> label, None for an abstention
     synthetic: bool = False  # labelled by rule (no triples), not by the judges
+    filing: str = ""  # the span's filing (ticker and fiscal year): the bootstrap's unit
 
 
 @dataclass(frozen=True)
@@ -105,6 +107,13 @@ class SpanScores:
     def means(self) -> np.ndarray:
         return self.sums / self.counts
 
+    def columns(self, aggregation: Aggregation) -> tuple[np.ndarray, np.ndarray]:
+        """Per span, what the average sums and what it divides by: the items' scores and
+        their number (micro), or the span's mean and 1 (macro)."""
+        if aggregation == "micro":
+            return self.sums, self.counts.astype(float)
+        return self.means(), np.ones(len(self.ids))
+
 
 def micro_average(per_span: SpanScores) -> float | None:
     """Mean over all items, whatever span they belong to."""
@@ -115,62 +124,6 @@ def micro_average(per_span: SpanScores) -> float | None:
 def macro_average(per_span: SpanScores) -> float | None:
     """Mean over spans of each span's mean."""
     return float(np.mean(per_span.means())) if len(per_span.ids) else None
-
-
-def bootstrap(
-    per_span: SpanScores,
-    aggregation: Aggregation,
-    *,
-    seed: int,
-    iterations: int = BOOTSTRAP_ITERS,
-) -> tuple[list[float] | None, float | None]:
-    """The percentile CI and the standard error (the statistics' standard deviation) of the
-    average, resampling spans with replacement (seeded); ×100."""
-    if not per_span.ids:
-        return None, None
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, len(per_span.ids), size=(iterations, len(per_span.ids)))
-    if aggregation == "micro":
-        stats = per_span.sums[picks].sum(axis=1) / per_span.counts[picks].sum(axis=1)
-    else:
-        stats = per_span.means()[picks].mean(axis=1)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.percentile(stats, [tail, 100 - tail])
-    return [_pct(low), _pct(high)], _pct(np.std(stats, ddof=1))
-
-
-def overall(
-    parts: Sequence[tuple[Aggregation, SpanScores]],
-    span_ids: Sequence[str],
-    *,
-    seed: int,
-    iterations: int = BOOTSTRAP_ITERS,
-) -> tuple[float | None, list[float] | None, float | None]:
-    """The mean of several averages (each criterion of each mode), its 95% CI and standard
-    error, from one bootstrap that resamples the spans jointly for all of them (the modes run
-    on the same spans), so the interval reflects how the averages move together; ×100."""
-    points = [average(aggregation, per_span) for aggregation, per_span in parts]
-    score = mean_of_averages(parts)
-    if score is None or not span_ids:
-        return None, None, None
-    position = {span_id: i for i, span_id in enumerate(span_ids)}
-    picks = np.random.default_rng(seed).integers(0, len(span_ids), size=(iterations, len(span_ids)))
-    stats = []
-    for (aggregation, per_span), point in zip(parts, points, strict=True):
-        if point is None:
-            continue
-        sums, counts = np.zeros(len(span_ids)), np.zeros(len(span_ids))
-        rows = [position[span_id] for span_id in per_span.ids]
-        sums[rows], counts[rows] = per_span.sums, per_span.counts
-        if aggregation == "macro":  # each span with items counts once, by its mean
-            sums = np.divide(sums, counts, out=np.zeros_like(sums), where=counts > 0)
-            counts = (counts > 0).astype(float)
-        with np.errstate(invalid="ignore", divide="ignore"):  # a resample without items: NaN
-            stats.append(sums[picks].sum(axis=1) / counts[picks].sum(axis=1))
-    mean = np.nanmean(np.vstack(stats), axis=0)
-    tail = (1 - CONFIDENCE) / 2 * 100
-    low, high = np.nanpercentile(mean, [tail, 100 - tail])
-    return score, [_pct(low), _pct(high)], _pct(np.nanstd(mean, ddof=1))
 
 
 def average(aggregation: Aggregation, per_span: SpanScores) -> float | None:
@@ -192,36 +145,90 @@ def _pct(value: float | None) -> float | None:
 # --- agreement ---
 
 _CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # nominal: distinct codes
+# Krippendorff's lowest α from which tentative conclusions may be drawn (Content Analysis, 2004,
+# §11.4.4); a panel whose α interval lies wholly below it on a criterion is flagged.
+ALPHA_GATE = 0.667
 
 
-def krippendorff_alpha(items: Sequence[Item], judges: Sequence[str]) -> dict[str, Any]:
-    """Nominal α across judges over the items; `alpha` None with the `reason` when undefined."""
+@dataclass(frozen=True)
+class Coincidences:
+    """What α is computed from: per unit (a filing, or an item), the coincidences of its items'
+    votes (units × V², the values in the order of their scores), and whether they are ordered."""
+
+    values: list[int]
+    by_unit: np.ndarray
+    n_items: int
+    n_judges: int
+    ordered: bool
+
+    @classmethod
+    def of(
+        cls, codes: np.ndarray, units: np.ndarray, n_units: int, *, ordered: bool
+    ) -> Coincidences:
+        """From a label-code matrix (items × judges; negative: no vote) and each item's unit."""
+        present = np.unique(codes[codes >= 0])
+        values = sorted(present.tolist(), key=lambda code: (_CODE_SCORES[code], code))
+        pairs = uncertainty.coincidences(uncertainty.value_counts(codes, values))
+        by_unit = uncertainty.unit_sums(units, pairs, n_units).reshape(n_units, len(values) ** 2)
+        return cls(values, by_unit, len(codes), codes.shape[1], ordered)
+
+    def agreement(self, totals: np.ndarray | None = None) -> dict[str, Any]:
+        """α (nominal; ordinal too where the labels are ordered), each with its interval from
+        `totals` (the bootstrap's replicates of `by_unit`'s column sums), or the reason it is
+        undefined."""
+        result: dict[str, Any] = {
+            "alpha": None,
+            "ci": None,
+            "ordinal": None,
+            "ordinal_ci": None,
+            "reason": None,
+            "n_items": self.n_items,
+        }
+        total = self.by_unit.sum(axis=0)
+        if self.n_judges < 2:
+            result["reason"] = "fewer than two judges"
+        elif not total.any():
+            result["reason"] = "no item has votes from at least two judges"
+        elif len(self.values) < 2:
+            result["reason"] = "every vote is the same label: there has to be more than one value"
+        if result["reason"]:
+            return result
+        for key, level in (("alpha", "nominal"), ("ordinal", "ordinal")):
+            if level == "ordinal" and not (self.ordered and len(self.values) > 2):
+                continue  # two ordered values: the ordinal α is the nominal one
+            result[key] = round(float(uncertainty.alpha(total, level)), 4)
+            if totals is not None:
+                ci, _ = uncertainty.interval(uncertainty.alpha(totals, level))
+                result[f"{key}_ci" if key == "ordinal" else "ci"] = (
+                    None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
+                )
+        return result
+
+
+def below_gate(agreement: Mapping[str, Any]) -> bool:
+    """α shows the panel below the gate: the upper end of its interval (α itself where there
+    is none) is under ALPHA_GATE."""
+    ci, alpha = agreement.get("ci"), agreement.get("alpha")
+    high = ci[1] if ci else alpha
+    return high is not None and high < ALPHA_GATE
+
+
+def krippendorff_alpha(
+    items: Sequence[Item], judges: Sequence[str], *, seed: int | None = None
+) -> dict[str, Any]:
+    """α across judges over the items (`agreement`), with its interval when seeded (resampling
+    the items' filings: `Item.filing`, else their spans)."""
     codes = np.array(
         [[_CODES.get(item.votes.get(judge), ABSTAINED) for judge in judges] for item in items],
         dtype=np.int8,
     ).reshape(len(items), len(judges))
-    return _alpha(codes, judges)
-
-
-def _alpha(codes: np.ndarray, judges: Sequence[str]) -> dict[str, Any]:
-    """α of a matrix of label codes (items × judges; negative: no vote)."""
-    import krippendorff
-
-    result: dict[str, Any] = {"alpha": None, "reason": None, "n_items": len(codes)}
-    if len(judges) < 2:
-        result["reason"] = "fewer than two judges"
-        return result
-    data = np.where(codes >= 0, codes, np.nan).T
-    try:
-        alpha = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
-    except ValueError as exc:  # one value in the domain, or no item with two votes
-        result["reason"] = str(exc)
-        return result
-    if np.isnan(alpha):
-        result["reason"] = "no disagreement is possible (expected disagreement is 0)"
-        return result
-    result["alpha"] = round(float(alpha), 4)
-    return result
+    names, units = uncertainty.units_of([item.filing or item.span_id for item in items])
+    ordered = any(CRITERIA[item.criterion].ordered for item in items)
+    table = Coincidences.of(codes, units, len(names), ordered=ordered)
+    totals = None
+    if seed is not None:
+        totals = uncertainty.Resampling(len(names), seed).totals(table.by_unit)
+    return table.agreement(totals)
 
 
 # --- per criterion ---
@@ -230,8 +237,6 @@ def _alpha(codes: np.ndarray, judges: Sequence[str]) -> dict[str, Any]:
 @dataclass
 class CriterionScores:
     score: float | None
-    ci: list[float] | None
-    stderr: float | None
     n_items: int
     n_scored: int
     unanimous: int
@@ -239,8 +244,15 @@ class CriterionScores:
     no_majority: int
     abstentions: int
     per_span: SpanScores = field(repr=False)
+    coincidences: Coincidences = field(repr=False)
     per_judge: dict[str, float | None] = field(default_factory=dict)
+    without_judge: dict[str, float | None] = field(default_factory=dict)
+    """The score recomputed from the other judges' votes (same rule), per judge left out."""
     agreement: dict[str, Any] = field(default_factory=dict)
+    # Set by the run's bootstrap (`RunBootstrap`): by filing, and by span for comparison.
+    ci: list[float] | None = None
+    stderr: float | None = None
+    ci_span: list[float] | None = None
 
 
 ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention
@@ -255,24 +267,30 @@ def score_criterion(
     aggregation: Aggregation,
     seed: int,
 ) -> CriterionScores:
-    """The panel's score on one criterion's items (see `score_codes`)."""
+    """The panel's score on one criterion's items (see `score_codes`), with its intervals
+    (resampling the items' filings: `Item.filing`, else their spans)."""
     codes = np.full((len(items), len(judges)), ABSENT, dtype=np.int8)
     for row, item in enumerate(items):
         for column, judge in enumerate(judges):
             if judge in item.votes:
                 codes[row, column] = vote_code(item.votes[judge])
-    position: dict[str, int] = {}
-    spans = np.array([position.setdefault(item.span_id, len(position)) for item in items])
-    return score_codes(
+    span_ids, spans = uncertainty.units_of([item.span_id for item in items])
+    filing_of = {item.span_id: item.filing or item.span_id for item in items}
+    filings, span_filings = uncertainty.units_of([filing_of[span] for span in span_ids])
+    scores = score_codes(
         codes,
-        spans.astype(np.int64),
-        list(position),
+        spans,
+        span_ids,
         synthetic=np.array([item.synthetic for item in items], dtype=bool),
         n_votes=np.array([len(item.votes) for item in items], dtype=np.int64),
         judges=judges,
         aggregation=aggregation,
-        seed=seed,
+        span_filings=span_filings,
+        n_filings=len(filings),
+        ordered=bool(items) and CRITERIA[items[0].criterion].ordered,
     )
+    RunBootstrap([(aggregation, scores)], span_ids, span_filings, len(filings), seed=seed)
+    return scores
 
 
 def vote_code(label: Label | None) -> int:
@@ -324,11 +342,15 @@ def score_codes(
     n_votes: np.ndarray,
     judges: Sequence[str],
     aggregation: Aggregation,
-    seed: int,
+    span_filings: np.ndarray,
+    n_filings: int,
+    ordered: bool,
 ) -> CriterionScores:
-    """The panel's score on one criterion's items, with its CI, counts, per-judge scores and
-    α: `codes` holds each item's label codes (items × judges; ABSTAINED, ABSENT), `spans` each
-    item's span (an index into `span_ids`). Items labelled by rule (`synthetic`) count in the
+    """The panel's score on one criterion's items, with its counts, per-judge scores, scores
+    without each judge and α (their intervals come from the run's `RunBootstrap`): `codes`
+    holds each item's label codes (items × judges; ABSTAINED, ABSENT), `spans` each item's span
+    (an index into `span_ids`), `span_filings` each span's filing (of `n_filings`); `ordered`:
+    the labels are ordered (ordinal α too). Items labelled by rule (`synthetic`) count in the
     score, not in what measures the judges.
 
     Vectorised over items: the same decision rule as `aggregate`. Every label scores 0, 0.5 or
@@ -342,11 +364,17 @@ def score_codes(
         scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
         by_span = SpanScores.group(spans, span_ids, scores, voted)
         per_judge[judge] = _pct(average(aggregation, by_span))
-    ci, stderr = bootstrap(per_span, aggregation, seed=seed)
+    without_judge = {}
+    for column, judge in enumerate(judges):
+        others = np.delete(codes, column, axis=1)
+        rest = Outcomes.of(others, (others != ABSENT).sum(axis=1))
+        by_span = SpanScores.group(spans, span_ids, rest.score, rest.scored)
+        without_judge[judge] = _pct(average(aggregation, by_span))
+    coincidences = Coincidences.of(
+        codes[judged], span_filings[spans[judged]], n_filings, ordered=ordered
+    )
     return CriterionScores(
         score=_pct(average(aggregation, per_span)),
-        ci=ci,
-        stderr=stderr,
         n_items=len(codes),
         n_scored=int(outcome.scored.sum()),
         unanimous=int(outcome.unanimous[judged].sum()),
@@ -354,9 +382,66 @@ def score_codes(
         no_majority=int(outcome.no_majority[judged].sum()),
         abstentions=int((codes[judged] == ABSTAINED).sum()),
         per_judge=per_judge,
-        agreement=_alpha(codes[judged], judges),
+        without_judge=without_judge,
+        agreement=coincidences.agreement(),
         per_span=per_span,
+        coincidences=coincidences,
     )
+
+
+class RunBootstrap:
+    """The bootstrap of a run's scores: every part (a judged criterion of a task) resampled by
+    filing and, for comparison, by span, all parts with the same seeded draws so that their
+    mean (Overall) moves as they move together; α's interval from the same filing draws.
+    Sets each part's `ci`, `stderr`, `ci_span` and its agreement's intervals."""
+
+    def __init__(
+        self,
+        parts: Sequence[tuple[Aggregation, CriterionScores]],
+        span_ids: Sequence[str],
+        span_filings: np.ndarray,
+        n_filings: int,
+        *,
+        seed: int,
+        iterations: int = uncertainty.BOOTSTRAP_ITERS,
+    ) -> None:
+        position = {span_id: row for row, span_id in enumerate(span_ids)}
+        n = len(parts)
+        by_span = np.zeros((len(span_ids), 2 * n))
+        self.filing_table = np.zeros((n_filings, 2 * n))  # per filing: each part's sum, count
+        for column, (aggregation, scores) in enumerate(parts):
+            rows = np.array([position[span] for span in scores.per_span.ids], dtype=np.int64)
+            for offset, values in zip((0, n), scores.per_span.columns(aggregation), strict=True):
+                by_span[:, offset + column] = np.bincount(rows, values, len(span_ids))
+                self.filing_table[:, offset + column] = np.bincount(
+                    span_filings[rows], values, n_filings
+                )
+        agreement = [scores.coincidences.by_unit for _, scores in parts]
+        totals = uncertainty.Resampling(n_filings, seed, iterations).totals(
+            np.hstack([self.filing_table, *agreement])
+        )
+        span_totals = uncertainty.Resampling(len(span_ids), seed, iterations).totals(by_span)
+        self.by_filing = uncertainty.ratios(totals[:, :n], totals[:, n : 2 * n])
+        self.by_span = uncertainty.ratios(span_totals[:, :n], span_totals[:, n:])
+        start = 2 * n
+        for column, (_, scores) in enumerate(parts):
+            scores.ci, scores.stderr = _pct_interval(self.by_filing[:, column])
+            scores.ci_span, _ = _pct_interval(self.by_span[:, column])
+            width = scores.coincidences.by_unit.shape[1]
+            scores.agreement = scores.coincidences.agreement(totals[:, start : start + width])
+            start += width
+
+    def overall(self, columns: Sequence[int]) -> dict[str, Any]:
+        """The interval (by filing and by span) and standard error of the mean of some parts'
+        averages (their indices in `parts`)."""
+        ci, stderr = _pct_interval(uncertainty.mean_of_defined(self.by_filing[:, columns]))
+        ci_span, _ = _pct_interval(uncertainty.mean_of_defined(self.by_span[:, columns]))
+        return {"ci": ci, "stderr": stderr, "ci_span": ci_span}
+
+
+def _pct_interval(replicates: np.ndarray) -> tuple[list[float] | None, float | None]:
+    ci, stderr = uncertainty.interval(replicates)
+    return (None if ci is None else [_pct(ci[0]), _pct(ci[1])]), _pct(stderr)
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:

@@ -2,8 +2,9 @@
 the leaderboard to recompute a submission. Nothing here loads a model or writes a file.
 
 The results follow lm-eval's results file: per task `<metric>,none` and `<metric>_stderr,none`
-for the metrics of the task's `metric_list`; groups as the unweighted mean of their tasks. Every
-item the panel split on, could not score or had no majority for goes to the review queue.
+for the metrics of the task's `metric_list`; groups as the unweighted mean of their tasks. The
+intervals resample filings (`finreflect_eval.uncertainty`); the items the panel split on, could
+not score or had no majority for are `finreflect_eval.review`'s queue.
 """
 
 from __future__ import annotations
@@ -18,22 +19,21 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from finreflect_eval import metrics
+from finreflect_eval import metrics, uncertainty
 from finreflect_eval.criteria import (
     CRITERIA,
     CRITERION_NAMES,
     EXTRACTION_METRICS,
-    TRIPLE_CRITERIA,
     higher_is_better,
 )
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.hashing import text_sha256
 from finreflect_eval.lm_eval_sample import task_hash
 from finreflect_eval.records import (
-    FORMAT_VERSION,
     Agreement,
     CriterionDetail,
     Failures,
+    FilingScores,
     ItemCounts,
     JudgesInfo,
     LoadedModel,
@@ -124,50 +124,78 @@ def compute_results(
     judging = manifest.judging[panel]
     judges = [member.name for member in judging.judges]
     seed = DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
-    results, details, agreement, metric_names = {}, {}, {}, {}
-    parts: dict[str, list[tuple[str, Any]]] = {}  # task -> (aggregation, per-span scores)
-    every_span: dict[str, None] = {}  # the span ids of all tasks, each once, in order
+    every_span: dict[str, str] = {}  # the span ids of all tasks, each once, in order: filing
+    for facts in span_facts.values():
+        spans = zip(facts.python_values("span_id"), facts.python_values("filing"), strict=True)
+        every_span.update(spans)
+    filing_ids, span_filings = uncertainty.units_of(list(every_span.values()))
+    position = {span_id: row for row, span_id in enumerate(every_span)}
+    scored: dict[str, dict[str, tuple[str, metrics.CriterionScores]]] = {}
     for task, facts in span_facts.items():
-        info = manifest.tasks[task]
-        wanted = {m.metric: m.aggregation for m in info.metric_list}
+        wanted = {m.metric: m.aggregation for m in manifest.tasks[task].metric_list}
         table = votes[task]
         item_criteria, positions = table.criteria(), _span_positions(facts, table)
         span_ids = facts.python_values("span_id")
-        every_span.update(dict.fromkeys(span_ids))
+        filings = span_filings[[position[span_id] for span_id in span_ids]]
+        scored[task] = {}
+        for name, aggregation in wanted.items():
+            if name in EXTRACTION_METRICS:
+                continue
+            aggregation = aggregation or CRITERIA[name].aggregation
+            mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
+            scored[task][name] = (
+                aggregation,
+                metrics.score_codes(
+                    table.codes(mine),
+                    positions[mine],
+                    span_ids,
+                    synthetic=table.column("synthetic")[mine],
+                    n_votes=np.full(len(mine), len(judges)),
+                    judges=judges,
+                    aggregation=aggregation,
+                    span_filings=filings,
+                    n_filings=len(filing_ids),
+                    ordered=CRITERIA[name].ordered,
+                ),
+            )
+    columns = [(task, name) for task, criteria in scored.items() for name in criteria]
+    bootstrap = metrics.RunBootstrap(
+        [scored[task][name] for task, name in columns],
+        list(every_span),
+        span_filings,
+        len(filing_ids),
+        seed=seed,
+    )
+    results, details, agreement, metric_names, parts = {}, {}, {}, {}, {}
+    for task, facts in span_facts.items():
+        info = manifest.tasks[task]
+        wanted = [m.metric for m in info.metric_list]
         extraction = facts.extraction_metrics()
         entry: dict[str, Any] = {"name": task, "alias": task, "sample_len": len(facts)}
-        criteria = {}
-        for name, aggregation in wanted.items():
+        criteria = scored[task]
+        for name in wanted:
             if name in EXTRACTION_METRICS:
                 entry[f"{name},none"] = extraction[name]
                 entry[f"{name}_stderr,none"] = NOT_AVAILABLE
                 continue
-            aggregation = aggregation or CRITERIA[name].aggregation
-            mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
-            scores = metrics.score_codes(
-                table.codes(mine),
-                positions[mine],
-                span_ids,
-                synthetic=table.column("synthetic")[mine],
-                n_votes=np.full(len(mine), len(judges)),
-                judges=judges,
-                aggregation=aggregation,
-                seed=seed,
-            )
+            scores = criteria[name][1]
             entry[f"{name},none"] = scores.score
             entry[f"{name}_stderr,none"] = NOT_AVAILABLE if scores.stderr is None else scores.stderr
-            criteria[name] = (aggregation, scores)
         results[task] = entry
-        metric_names[task] = list(wanted)
+        metric_names[task] = wanted
         parts[task] = [(aggregation, s.per_span) for aggregation, s in criteria.values()]
-        agreement[task] = {name: Agreement(**s.agreement) for name, (_, s) in criteria.items()}
+        agreement[task] = {
+            name: Agreement(**s.agreement, below_gate=metrics.below_gate(s.agreement))
+            for name, (_, s) in criteria.items()
+        }
         details[task] = TaskDetails(
             mode=info.mode,
-            metrics=list(wanted),
+            metrics=wanted,
             criteria={
                 name: CriterionDetail(
                     aggregation=aggregation,
                     ci=s.ci,
+                    ci_span=s.ci_span,
                     items=ItemCounts(
                         n_items=s.n_items,
                         n_scored=s.n_scored,
@@ -177,6 +205,7 @@ def compute_results(
                         abstentions=s.abstentions,
                     ),
                     per_judge=s.per_judge,
+                    without_judge=s.without_judge,
                 )
                 for name, (aggregation, s) in criteria.items()
             },
@@ -201,18 +230,29 @@ def compute_results(
     groups = {}
     for group, members in manifest.groups.items():
         members = [t for t in members if t in results]
-        spans = {span: None for t in members for span in span_facts[t].python_values("span_id")}
+        mine = [i for i, (task, _) in enumerate(columns) if task in members]
         groups[group] = _group_entry(group, members, results, metric_names) | _overall_metric(
-            metrics.overall([p for t in members for p in parts[t]], list(spans), seed=seed)
+            metrics.mean_of_averages([p for t in members for p in parts[t]]),
+            bootstrap.overall(mine)["stderr"],
         )
-    score, ci, _ = metrics.overall(
-        [p for ps in parts.values() for p in ps], list(every_span), seed=seed
-    )
     overall = Overall(
-        score=score,
-        ci=ci,
+        score=metrics.mean_of_averages([p for ps in parts.values() for p in ps]),
+        **bootstrap.overall(range(len(columns))),
         tasks={task: metrics.mean_of_averages(ps) for task, ps in parts.items()},
+        without_judge={
+            judge: _mean([scored[task][name][1].without_judge[judge] for task, name in columns])
+            for judge in judges
+        },
     )
+    filings = FilingScores(
+        ids=filing_ids,
+        sums={task: {} for task in scored},
+        counts={task: {} for task in scored},
+    )
+    for column, (task, name) in enumerate(columns):
+        for kind, offset in (("sums", 0), ("counts", len(columns))):
+            values = bootstrap.filing_table[:, offset + column]
+            getattr(filings, kind)[task][name] = [round(float(v), 6) for v in values]
     model = manifest.model
     loaded = model.loaded or LoadedModel()
     given = manifest.arguments
@@ -266,7 +306,7 @@ def compute_results(
             shard=None
             if manifest.shard is None
             else f"{manifest.shard.index}/{manifest.shard.count}",
-            bootstrap_iters=metrics.BOOTSTRAP_ITERS,
+            bootstrap_iters=uncertainty.BOOTSTRAP_ITERS,
             bootstrap_seed=seed,
             judges=panel,
         ),
@@ -291,6 +331,7 @@ def compute_results(
         details=details,
         overall=overall,
         agreement=agreement,
+        filings=filings,
         judges=JudgesInfo(
             panel=panel, official=judging.official, members=judging.judges, seconds=judging.seconds
         ),
@@ -409,12 +450,16 @@ def _group_entry(
     return entry
 
 
-def _overall_metric(overall: tuple[Percent, list[float] | None, float | None]) -> dict:
+def _overall_metric(score: Percent, stderr: float | None) -> dict:
     """A group's overall score (the mean of its tasks' judged criteria, bootstrapped jointly
-    over their spans) as a metric of its row."""
-    score, _, stderr = overall
+    over their filings) as a metric of its row."""
     stderr = NOT_AVAILABLE if stderr is None else stderr
     return {"overall,none": score, "overall_stderr,none": stderr}
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return round(sum(present) / len(present), 4) if present else None
 
 
 def _n_shot(manifest: Manifest, tasks: list[str]) -> dict[str, int]:
@@ -445,62 +490,3 @@ def _union(metric_names: dict[str, list[str]], tasks: list[str]) -> list[str]:
 def _unix_time(run: str) -> float:
     moment = datetime.strptime(run[:19], "%Y-%m-%dT%H-%M-%S").replace(tzinfo=timezone.utc)
     return moment.timestamp()
-
-
-def review_queue(
-    span_facts: dict[str, SpanFacts], votes: dict[str, VoteTable]
-) -> dict[str, list[dict[str, Any]]]:
-    """Per task: the items the panel split on, could not score, or had no majority for, with
-    each judge's vote (what it reads: see `score_tables`); each as `ReviewItem`'s fields, ready
-    to write (there can be hundreds of thousands)."""
-    queue: dict[str, list[dict[str, Any]]] = {}
-    for task, facts in span_facts.items():
-        table = votes[task]
-        outcome = metrics.Outcomes.of(
-            table.codes(), np.full(table.table.num_rows, len(table.judges))
-        )
-        flags = {
-            "split": outcome.split,
-            "unscored": ~outcome.scored,
-            "no majority": outcome.no_majority,
-        }
-        flagged = np.flatnonzero(np.logical_or.reduce(list(flags.values())))
-        reasons = [
-            ", ".join(name for name, rows_flagged in flags.items() if rows_flagged[row])
-            for row in flagged
-        ]
-        labels = [
-            metrics.code_label(code) if scored else None
-            for code, scored in zip(outcome.label[flagged], outcome.scored[flagged], strict=True)
-        ]
-        positions = _span_positions(facts, table)[flagged]
-        criteria = table.criteria()[flagged]
-        indices = table.column("index")[flagged]
-        per_triple = np.isin(criteria, [CRITERION_NAMES.index(name) for name in TRIPLE_CRITERIA])
-        triples = iter(facts.triples(positions[per_triple], indices[per_triple]))
-        span_ids, texts = facts.python_values("span_id"), facts.python_values("text")
-        queue[task] = [
-            {
-                "format_version": FORMAT_VERSION,
-                "task": task,
-                "span_id": span_ids[position],
-                "criterion": CRITERION_NAMES[criterion],
-                "triple_index": index if triple else None,
-                "triple": next(triples) if triple else None,
-                "label": label,
-                "reason": reason,
-                "votes": item_votes,
-                "span_text": texts[position],
-            }
-            for position, criterion, index, triple, label, reason, item_votes in zip(
-                positions.tolist(),
-                criteria.tolist(),
-                indices.tolist(),
-                per_triple.tolist(),
-                labels,
-                reasons,
-                table.votes(flagged),
-                strict=True,
-            )
-        ]
-    return queue

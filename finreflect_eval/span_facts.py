@@ -32,6 +32,7 @@ RULE_COUNTS = (*CHECK_RULES, "all_rules")
 _SPAN_COLUMNS = {
     "doc_id": pa.int64(),
     "span_id": pa.string(),
+    "filing": pa.string(),  # ticker and fiscal year: the unit the bootstrap resamples
     "text": pa.large_string(),
     "triples": pa.large_list(pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])),
     "rule_checks": pa.int64(),
@@ -54,6 +55,13 @@ _PANEL_COLUMNS = {
     "judge_prompt_tokens": pa.int64(),
     "judge_completion_tokens": pa.int64(),
 }
+
+
+def filing_of(record: SampleRecord) -> str:
+    """The span's filing, `<ticker>_<fiscal year>` (its ticker alone where its row has no
+    year: a record written before rows were kept)."""
+    year = record.doc.get("fiscal_year")
+    return record.ticker if year is None else f"{record.ticker}_{year}"
 
 
 def _columns(panels: Sequence[str]) -> dict[str, pa.DataType]:
@@ -81,6 +89,7 @@ class SpanFacts:
             facts = {
                 "doc_id": record.doc_id,
                 "span_id": record.span_id,
+                "filing": filing_of(record),
                 "text": record.text,
                 "triples": [t.model_dump() for t in record.triples],
                 "rule_checks": len(record.rule_checks),

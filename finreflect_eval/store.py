@@ -9,19 +9,15 @@ manifest and continues it.
 from __future__ import annotations
 
 import contextlib
-import csv
 import errno
 import fcntl
-import io
-import json
 import os
 import secrets
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
 
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import (
@@ -31,6 +27,7 @@ from finreflect_eval.records import (
     read,
     read_lines,
 )
+from finreflect_eval.review import ReviewQueue, review_csv, review_jsonl, review_spans_jsonl
 from finreflect_eval.span_facts import SpanFacts
 from finreflect_eval.votes import VoteTable
 
@@ -38,7 +35,7 @@ LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
-INDEX_FORMAT = "4"  # in the index's file names: bump when its files or their columns change
+INDEX_FORMAT = "5"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass
@@ -90,6 +87,10 @@ class RunStore:
     def review_path(self, run: str, task: str, panel: str) -> Path:
         """The review queue's stem: `.jsonl` and `.csv` beside each other."""
         return self.own(f"review_{task}_{run}_{panel}")
+
+    def review_spans_path(self, run: str, task: str, panel: str) -> Path:
+        """The text of the review queue's spans, once each (see `ReviewItem`)."""
+        return self.own(f"review_spans_{task}_{run}_{panel}.jsonl")
 
     def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
         """The score index of a task's samples as they are on disk now: what scoring reads of
@@ -166,15 +167,17 @@ class RunStore:
         write_atomic(spans_path, facts.to_bytes())
         run.span_facts[task] = facts
 
-    def write_results(self, results: Results, review: dict[str, list[dict[str, Any]]]) -> Path:
-        """The results file and each task's review queue (`ReviewItem`s, as JSONL and CSV)."""
+    def write_results(self, results: Results, review: dict[str, ReviewQueue]) -> Path:
+        """The results file and each task's review queue (`ReviewItem`s as JSONL and CSV, and
+        their spans' text, `ReviewSpan`s)."""
         path = self.results_path(results.run, results.judges.panel)
         write_atomic(path, results.to_json())
-        judges = [member.name for member in results.judges.members]
-        for task, items in review.items():
+        for task, queue in review.items():
             stem = self.review_path(results.run, task, results.judges.panel)
-            write_atomic(stem.with_suffix(".jsonl"), review_jsonl(items))
-            write_atomic(stem.with_suffix(".csv"), review_csv(items, judges))
+            write_atomic(stem.with_suffix(".jsonl"), review_jsonl(queue))
+            spans = self.review_spans_path(results.run, task, results.judges.panel)
+            write_atomic(spans, review_spans_jsonl(queue))
+            write_atomic(stem.with_suffix(".csv"), review_csv(queue))
         return path
 
     # reading
@@ -315,81 +318,22 @@ def load_run(path: Path, *, for_scoring: bool = False) -> Run:
     return RunStore(path).load(for_scoring=for_scoring)
 
 
-def review_jsonl(items: list[dict[str, Any]]) -> str:
-    """The review queue as JSONL, as pydantic writes a `ReviewItem`; each span's text (the last
-    field, the same for all of the span's items) is encoded once."""
-    encoded: dict[str, str] = {}
-    lines = []
-    for item in items:
-        head = _json({key: value for key, value in item.items() if key != "span_text"})
-        text = item["span_text"]
-        if text not in encoded:
-            encoded[text] = _json(text)
-        lines.append(f'{head[:-1]},"span_text":{encoded[text]}}}\n')
-    return "".join(lines)
-
-
-# As pydantic writes JSON; one encoder, not one per call (json.dumps makes one each time).
-_json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
-
-
-def review_csv(items: list[dict[str, Any]], judges: list[str]) -> str:
-    """The review queue as CSV: one row per item, each judge's verdict, reasoning and warning
-    in columns, the span text last (quoted once per span); cells a spreadsheet would run as
-    formulas are quoted."""
-    fields = ("verdict", "reasoning", "warning")
-    columns = ["task", "span_id", "criterion", "triple_index", "triple", "label", "reason"]
-    columns += [f"{judge}_{key}" for judge in judges for key in fields]
-    # The rows without their span text, through one writer (the line ending stays "\r\n": the
-    # csv module quotes a cell holding a character of it); the text is added to each after.
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    ends = []
-    for item in items:
-        row = [item[key] for key in columns[:4]]
-        row += [" | ".join(item["triple"]) if item["triple"] else "", item["label"], item["reason"]]
-        row += [item["votes"][judge][key] for judge in judges for key in fields]
-        writer.writerow([spreadsheet_safe(value) for value in row])
-        ends.append(buffer.tell())
-    rows, texts = buffer.getvalue(), {}
-    lines, start = [_csv_line([*columns, "span_text"])], 0
-    for item, end in zip(items, ends, strict=True):
-        text = item["span_text"]
-        if text not in texts:
-            texts[text] = _csv_line([spreadsheet_safe(text)])[:-2] if text else ""
-        lines.append(f"{rows[start : end - 2]},{texts[text]}\r\n")
-        start = end
-    return "".join(lines)
-
-
-def _csv_line(row: list[Any]) -> str:
-    buffer = io.StringIO()
-    csv.writer(buffer).writerow(row)
-    return buffer.getvalue()
-
-
-def spreadsheet_safe(value: object) -> object:
-    """A CSV text cell that a spreadsheet would run as a formula, quoted (CSV injection)."""
-    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
-        return "'" + value
-    return value
-
-
-def write_atomic(path: Path, text: str | bytes) -> None:
+def write_atomic(path: Path, text: str | bytes | Iterable[bytes]) -> None:
     """Write through a temporary file of this writer's own and a rename: a killed write leaves
     the old file whole, and concurrent writers never touch each other's temporary file. The
     file gets the mode `open(path, "w")` would give it: an existing file keeps its own, a new
-    one is 0666 less the umask (a leaderboard's pages must stay readable by a web server)."""
+    one is 0666 less the umask (a leaderboard's pages must stay readable by a web server).
+    `text` may come in parts (bytes), written as they come."""
     handle, temporary = _create_beside(path)
     try:
         with contextlib.suppress(FileNotFoundError):
             os.fchmod(handle, stat.S_IMODE(os.stat(path).st_mode))
-        if isinstance(text, bytes):
-            with os.fdopen(handle, "wb") as file:
-                file.write(text)
-        else:
+        if isinstance(text, str):
             with os.fdopen(handle, "w", encoding="utf-8") as file:
                 file.write(text)
+        else:
+            with os.fdopen(handle, "wb") as file:
+                file.writelines([text] if isinstance(text, bytes) else text)
         os.replace(temporary, path)
     except BaseException:
         Path(temporary).unlink(missing_ok=True)

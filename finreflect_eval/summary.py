@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from finreflect_eval.criteria import CRITERIA
+from finreflect_eval.metrics import ALPHA_GATE
 from finreflect_eval.records import Results
 from finreflect_eval.store import Run
 from finreflect_eval.tables import markdown_table
@@ -61,16 +62,88 @@ def results_table(results: Results) -> str:
             entry = results.results[name]
             cells = [_with_ci(entry.get(f"{c},none"), None) for c in letters]
             spans = max(results.details[t].n_spans for t in results.group_subtasks[name])
-            rows.append([name, "group", spans, *cells, "", *_extraction_cells(entry)])
-    header = ["task", "mode", "spans", *letters.values(), "α", "triples/span", "CheckRules"]
+            rows.append([name, "group", spans, *cells, *_extraction_cells(entry)])
+    header = ["task", "mode", "spans", *letters.values(), "triples/span", "CheckRules"]
     panel = results.judges.panel
     note = "" if results.judges.official else f" (panel '{panel}' is not official)"
     overall = results.overall
+    filings = len(results.filings.ids) if results.filings else None
+    by_span = f"; resampling spans: {_with_ci(overall.score, overall.ci_span)}"
     return (
         f"\n{settings_line(results)}\njudges: {panel}{note}\n"
         + markdown_table(header, rows)
-        + f"\noverall: {_with_ci(overall.score, overall.ci)}\n"
+        + f"\noverall: {_with_ci(overall.score, overall.ci)} (95% CI resampling {filings} "
+        f"filing(s){by_span if overall.ci_span else ''})\n"
+        + agreement_table(results)
+        + leave_one_out_line(results)
     )
+
+
+def agreement_table(results: Results) -> str:
+    """Krippendorff's α per task and criterion with its interval (the ordinal one beside it for
+    ordered labels), and a warning naming any criterion below the gate."""
+    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
+    rows, gated = [], {}
+    for task, agreement in results.agreement.items():
+        rows.append([task, *(alpha_text(agreement[c]) if c in agreement else "—" for c in letters)])
+        for criterion, values in agreement.items():
+            gated[criterion] = gated.get(criterion, 0) + values.below_gate
+    table = "\n" + markdown_table(["α", *letters.values()], rows) + "\n" if rows else ""
+    below = [f"{c} ({n} of {len(rows)} tasks)" for c, n in gated.items() if n]
+    warning = (
+        f"\nα below {ALPHA_GATE} (its interval's upper end) on {', '.join(below)}: the judges "
+        "agree too little there for the scores to be trusted.\n"
+        if below
+        else ""
+    )
+    return table + warning
+
+
+def leave_one_out_line(results: Results) -> str:
+    """Per criterion, the largest shift of a score when one judge is left out, and whose."""
+    shifts = []
+    for name, criterion in CRITERIA.items():
+        moves = [
+            (without - score, judge)
+            for task, details in results.details.items()
+            if name in details.criteria
+            and (score := results.results[task].get(f"{name},none")) is not None
+            for judge, without in details.criteria[name].without_judge.items()
+            if without is not None
+        ]
+        shifts.append(_largest(criterion.letter, moves))
+    overall = results.overall
+    moves = [
+        (without - overall.score, judge)
+        for judge, without in overall.without_judge.items()
+        if without is not None and overall.score is not None
+    ]
+    shifts = [shift for shift in [*shifts, _largest("overall", moves)] if shift]
+    return f"without one judge, largest shift: {', '.join(shifts)}\n" if shifts else ""
+
+
+def _largest(label: str, moves: list[tuple[float, str]]) -> str:
+    if not moves:
+        return ""
+    shift, judge = max(moves, key=lambda move: abs(move[0]))
+    return f"{label} {shift:+.1f} ({judge})"
+
+
+def alpha_text(agreement: Any) -> str:
+    """α with its interval, `0.71 [0.64, 0.78]`, the ordinal one after it where there is one
+    (`ord 0.80 [...]`), `—` when undefined, `⚠` when below the gate; of an `Agreement` or its
+    dict."""
+    values = agreement if isinstance(agreement, dict) else agreement.model_dump()
+    if values.get("alpha") is None:
+        return "—"
+    text = f"{values['alpha']:.2f}"
+    if values.get("ci"):
+        text += " [{:.2f}, {:.2f}]".format(*values["ci"])
+    if values.get("ordinal") is not None:
+        text += f" ord {values['ordinal']:.2f}"
+        if values.get("ordinal_ci"):
+            text += " [{:.2f}, {:.2f}]".format(*values["ordinal_ci"])
+    return text + (" ⚠" if values.get("below_gate") else "")
 
 
 def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]:
@@ -79,12 +152,9 @@ def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]
     for name in letters:
         ci = details.criteria[name].ci if name in details.criteria else None
         cells.append(_with_ci(entry.get(f"{name},none"), ci))
-    alphas = "/".join(
-        "—" if a.alpha is None else f"{a.alpha:.2f}" for a in results.agreement[task].values()
-    )
     in_group = any(task in results.group_subtasks.get(group, []) for group in results.groups)
     name = f" - {task}" if in_group else task  # as lm-eval indents a group's tasks
-    return [name, details.mode, details.n_spans, *cells, alphas or "—", *_extraction_cells(entry)]
+    return [name, details.mode, details.n_spans, *cells, *_extraction_cells(entry)]
 
 
 def _extraction_cells(entry: dict[str, Any]) -> list[str]:

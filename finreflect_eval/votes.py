@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -93,27 +92,6 @@ class VoteTable:
 
     def criteria(self) -> np.ndarray:
         return self.column("criterion")
-
-    def votes(self, rows: np.ndarray) -> list[dict[str, dict[str, Any]]]:
-        """Every judge's vote on the given items, as `Vote`'s fields (for the review queue)."""
-        taken, codes = self.table.take(rows), self.codes(rows)
-        fields = {
-            judge: {
-                "verdict": [metrics.code_label(code) for code in codes[:, column]],
-                **{
-                    key: taken.column(f"{key}:{judge}").to_pylist()
-                    for key in ("reasoning", "warning", "synthetic")
-                },
-            }
-            for column, judge in enumerate(self.judges)
-        }
-        return [
-            {
-                judge: {key: values[row] for key, values in by_key.items()}
-                for judge, by_key in fields.items()
-            }
-            for row in range(len(rows))
-        ]
 
 
 def _vote_at(votes: list[Vote], index: int) -> Vote | None:

@@ -56,7 +56,10 @@ def test_run_writes_results_samples_and_review_queue_and_score_reproduces_it(cli
     (review,) = folder.glob(f"review_{task}_*_{PANEL}.jsonl")
     rows = [json.loads(line) for line in review.open()]
     assert len(rows) == 3 * (2 * 3 + 1)
-    assert rows[0]["votes"]["judge-2"]["verdict"] == 0 and rows[0]["span_text"]
+    assert rows[0]["votes"]["judge-2"]["verdict"] == 0 and "span_text" not in rows[0]
+    (spans,) = folder.glob(f"review_spans_{task}_*_{PANEL}.jsonl")
+    texts = {span["span_id"]: span["text"] for span in map(json.loads, spans.open())}
+    assert len(texts) == 3 and all(texts[row["span_id"]] for row in rows)
     with review.with_suffix(".csv").open() as file:
         assert len(list(csv.DictReader(file))) == len(rows)
 

@@ -1,5 +1,7 @@
 """`submit` and `leaderboard build`: verified submissions, refusals, and an escaped page."""
 
+import csv
+import io
 import json
 import os
 import shutil
@@ -8,7 +10,7 @@ import pytest
 from support.runs import panel_file, scripted_run
 
 from finreflect_eval.errors import FinReflectError
-from finreflect_eval.leaderboard import build, bundle_run, submit
+from finreflect_eval.leaderboard import build, bundle_run, check, submit
 
 TASK = "finreflect_smoke_single_pass"
 
@@ -48,7 +50,7 @@ def test_a_valid_submission_is_accepted_and_listed_everywhere(runs, tmp_path):
     assert len(rows) == 1 and rows[0]["single_pass.F"] == 100.0 and rows[0]["overall"] == 100.0
     assert rows[0]["section"] == "smoke" and rows[0]["rank"] is None
     assert "acme/kg-7b" in (board / "leaderboard.csv").read_text()
-    assert page.count('<tr class="entry"') == 1
+    assert page.count('<tr class="entry') == 1
 
 
 def test_a_changed_score_is_refused_naming_it(runs, tmp_path):
@@ -292,3 +294,255 @@ def test_built_files_follow_the_umask_and_keep_a_mode_set_by_hand(runs, tmp_path
         os.umask(previous)
     assert set(modes.values()) == {"0o644"}, modes
     assert oct((board / "index.html").stat().st_mode & 0o777) == "0o664"
+
+
+# --- each entry's report (`finreflect-eval view` of the stored submission) ---
+
+
+def _files(folder):
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_every_entry_gets_its_report_and_its_row_links_to_it(runs, tmp_path, cli):
+    """`build` writes each stored entry's report under reports/<entry folder>/<run id>/ (what
+    `view` writes of the stored, re-verified submission), and the entry's row links to it
+    relatively (the folder works served or from disk)."""
+    from finreflect_eval.records import Submission, read
+    from finreflect_eval.view import write_report
+
+    board = tmp_path / "board"
+    stored = [submit(runs[name], board)[0] for name in ("org", "other")]
+    rows = {row["run_id"]: row for row in json.loads((board / "leaderboard.json").read_text())}
+    page = (board / "index.html").read_text()
+    for path in stored:
+        run_id = path.stem
+        folder = board / "reports" / "acme__kg-7b" / run_id
+        assert rows[run_id]["report"] == f"reports/acme__kg-7b/{run_id}/index.html"
+        assert page.count(f'href="reports/acme__kg-7b/{run_id}/index.html"') == 2  # row, details
+        expected = write_report(read(Submission, path), tmp_path / run_id).parent
+        assert _files(folder) == _files(expected)
+        assert "acme/kg-7b" in (folder / "index.html").read_text()
+    assert sorted(p.name for p in (board / "reports" / "acme__kg-7b").iterdir()) == sorted(
+        p.stem for p in stored
+    )
+    assert check(board) == []
+    # another process (another hash seed) gives the same reports
+    checked = cli("leaderboard", "build", "--check", "--leaderboard", str(board))
+    assert checked.returncode == 0, checked.stderr
+
+
+def _one_byte_changed(data: bytes) -> bytes:
+    middle = len(data) // 2
+    return (
+        data[:middle] + (b"x" if data[middle : middle + 1] != b"x" else b"y") + data[middle + 1 :]
+    )
+
+
+def test_a_stale_or_missing_report_is_named_by_check_and_rebuilt(runs, tmp_path):
+    board = tmp_path / "board"
+    stored, _ = submit(runs["org"], board)
+    name = f"reports/acme__kg-7b/{stored.stem}"
+    report = board / name
+    page = next((report / "data").glob("*/0.js"))
+    built = _files(report)
+    edits = [
+        lambda: page.write_bytes(_one_byte_changed(page.read_bytes())),  # the same size
+        lambda: page.write_text(page.read_text() + " "),
+        lambda: page.unlink(),
+        lambda: (report / "data" / "extra.js").write_text("FRV.page();"),
+        lambda: shutil.rmtree(report),
+    ]
+    for edit in edits:
+        edit()
+        assert check(board) == [name]
+        build(board)
+        assert check(board) == [] and _files(report) == built
+
+
+def test_a_report_of_an_entry_no_longer_stored_is_removed(runs, tmp_path):
+    """reports/ is generated: a report whose entry was removed (and anything else put there)
+    is named by `check` and removed by `build`, which also removes the folders it empties."""
+    board = tmp_path / "board"
+    kept, _ = submit(runs["org"], board)
+    gone, _ = submit(runs["other"], board)
+    gone.unlink()
+    (board / "reports" / "stray.txt").write_text("x")
+    (board / "reports" / "acme__kg-70b").mkdir()
+    stale = check(board)
+    assert f"reports/acme__kg-7b/{gone.stem}" in stale
+    assert "reports/stray.txt" in stale and "reports/acme__kg-70b" in stale
+    assert f"reports/acme__kg-7b/{kept.stem}" not in stale
+    build(board)
+    assert check(board) == []
+    assert [
+        p.relative_to(board / "reports").as_posix() for p in (board / "reports").glob("*/*")
+    ] == [f"acme__kg-7b/{kept.stem}"]
+    assert not (board / "reports" / "stray.txt").exists()
+    kept.unlink()  # no entry left: no reports folder
+    build(board)
+    assert not (board / "reports").exists() and check(board) == []
+
+
+# --- paired comparisons, rank ranges, ties, stability and the agreement gate ---
+
+
+@pytest.fixture(scope="module")
+def compared(tmp_path_factory):
+    """Smoke runs on the bundled sample (24 spans of 10 filings), all judged by panels named
+    `scripted-test` (so they are compared with each other): `twin-a` and `twin-b` answer alike
+    and are judged by three judges that give the gold labels (scores that vary by filing), so
+    their samples are identical but for the model name; `better` is judged by three judges
+    that accept everything (100 on every filing)."""
+    root = tmp_path_factory.mktemp("compared")
+    made = {}
+    settings = [("twin-a", "gold_labels"), ("twin-b", "gold_labels"), ("better", "accepts_all")]
+    for name, responder in settings:
+        panel = panel_file(root / name, responder, responder, responder)
+        made[name] = scripted_run(root / name, f"acme/{name}", None, panel)
+    return made
+
+
+def test_identical_submissions_are_tied_and_a_clearly_better_one_is_not(compared, tmp_path):
+    """(d) of issue 25, with answers known in advance. Two entries with the same samples have
+    the same Overall on every bootstrap draw: their difference is 0 with interval [0, 0], so
+    they are tied and each may be 1st or 2nd. An entry judged 100 on every filing is surely
+    better than both (the paired interval of its lead excludes 0): rank range [1, 1], and the
+    twins' ranges become [2, 3]. Leaving out any one judge of three identical judges changes
+    no score, so the ranking's stability is τ = 1 for every judge."""
+    board = tmp_path / "board"
+    submit(compared["twin-a"], board)
+    submit(compared["twin-b"], board)
+    rows = {row["model"]: row for row in json.loads((board / "leaderboard.json").read_text())}
+    a, b = rows["acme/twin-a"], rows["acme/twin-b"]
+    assert 0 < a["overall"] == b["overall"] < 100
+    assert a["overall_ci"][0] < a["overall_ci"][1]  # the score varies by filing
+    assert a["rank_range"] == b["rank_range"] == [1, 2]
+    assert (a["tied_with"], b["tied_with"]) == (["acme/twin-b"], ["acme/twin-a"])
+    assert (a["next_difference"], a["next_difference_ci"]) == (0.0, [0.0, 0.0])
+    assert (a["rank"], a["section"], a["group_size"]) == (None, "smoke", 2)  # compared, not ranked
+
+    submit(compared["better"], board)
+    rows = json.loads((board / "leaderboard.json").read_text())
+    assert [row["model"] for row in rows] == ["acme/better", "acme/twin-a", "acme/twin-b"]
+    better, a, b = rows
+    assert better["overall"] == 100.0 and better["overall_ci"] == [100.0, 100.0]
+    assert better["rank_range"] == [1, 1] and better["tied_with"] == []
+    assert (a["rank_range"], b["rank_range"]) == ([2, 3], [2, 3])
+    assert (a["tied_with"], b["tied_with"]) == (["acme/twin-b"], ["acme/twin-a"])
+    lead, (low, high) = better["next_difference"], better["next_difference_ci"]
+    assert lead == round(100.0 - a["overall"], 2)
+    assert 0 < low < high and low <= lead <= high  # excludes 0, and is not degenerate
+    for row in rows:
+        assert row["ranking_stability"] == {"judge-0": 1.0, "judge-1": 1.0, "judge-2": 1.0}
+        assert row["below_gate"] == []  # identical judges: α 1 (twins) or undefined (better)
+    assert a["single_pass.alpha_F"] == 1.0 and better["single_pass.alpha_F"] is None
+    page = (board / "index.html").read_text()
+    assert page.count('class="tie"') == 1 + 2  # the legend, and the twins' marks
+    assert "≈ tied with acme/twin-b" in page and "≈ tied with acme/twin-a" in page
+    assert 'data-rank-range="2,3"' in page and 'data-rank-range="1,1"' in page
+    assert 'judge-0 <span class="tau" data-judge="judge-0">1.00</span>' in page
+    csv_rows = list(csv.DictReader(io.StringIO((board / "leaderboard.csv").read_text())))
+    assert json.loads(csv_rows[1]["rank_range"]) == [2, 3]
+    assert json.loads(csv_rows[1]["tied_with"]) == ["acme/twin-b"]
+    assert json.loads(csv_rows[0]["ranking_stability"])["judge-1"] == 1.0
+
+    # `--check` recomputes the comparisons: a forged range in a generated file is stale.
+    assert check(board) == []
+    generated = board / "leaderboard.json"
+    forged = json.loads(generated.read_text())
+    forged[1]["rank_range"] = [1, 1]
+    generated.write_text(json.dumps(forged, indent=2, ensure_ascii=False) + "\n")
+    assert check(board) == ["leaderboard.json"]
+
+
+def test_an_entry_with_edited_filing_sums_is_refused_naming_the_value(compared, tmp_path):
+    """The comparisons are computed from each entry's per-filing sums: they are recomputed
+    from the votes on every load, so raising a filing's sums cannot move an entry up."""
+    board = tmp_path / "board"
+    stored, _ = submit(compared["twin-a"], board)
+    data = json.loads(stored.read_text())
+    sums = data["results"]["filings"]["sums"][TASK]["faithfulness"]
+    sums[0] += 1.0
+    stored.write_text(json.dumps(data))
+    with pytest.raises(
+        FinReflectError,
+        match=rf"{stored.name}.*filings\.sums\.{TASK}\.faithfulness\[0\]: submitted",
+    ):
+        check(board)
+
+
+def test_a_panel_of_opposed_judges_is_flagged_below_the_gate(runs, tmp_path):
+    """Judges accept, accept, reject on every item: Krippendorff's α is negative on every
+    criterion (its interval too), so the entry is flagged below the gate, naming each
+    criterion, and stays in its place."""
+    board = tmp_path / "board"
+    submit(runs["org"], board)
+    (row,) = json.loads((board / "leaderboard.json").read_text())
+    criteria = ("faithfulness", "precision", "relevance", "comprehensiveness")
+    assert row["below_gate"] == [f"single_pass.{c}" for c in criteria]
+    assert row["single_pass.alpha_F"] < 0 and row["single_pass.alpha_F_ci"][1] < 0.667
+    page = (board / "index.html").read_text()
+    assert (
+        "⚠ α under 0.667 on faithfulness, precision, relevance, comprehensiveness "
+        "(single-pass): shown, not ranked apart"
+    ) in page
+    words = " ".join(page.split())  # the threshold and its source, on the page
+    assert (
+        "upper end is under 0.667 on any criterion of any mode is flagged — Krippendorff's lowest "
+        "α from which tentative conclusions may be drawn (<cite>Content Analysis</cite>, 2004, "
+        "§11.4.4)"
+    ) in words
+
+
+def _contender(key, score, without, *, group=("official",), filings=None):
+    import numpy as np
+
+    from finreflect_eval.leaderboard.ranking import Contender
+
+    sums = np.array(filings or [[score / 100]] * 4)
+    return Contender(
+        key=key,
+        model=key,
+        score=score,
+        group=group,
+        panel="p",
+        judges=("x", "y"),
+        without_judge=without,
+        filings=[f"F{i}_2024" for i in range(len(sums))],
+        sums=sums,
+        counts=np.ones_like(sums),
+    )
+
+
+def test_stability_is_minus_one_when_leaving_out_a_judge_reverses_the_order():
+    """Two entries whose order leaving out judge `x` reverses and judge `y` keeps: τ = -1 for
+    `x`, 1 for `y`."""
+    from finreflect_eval.leaderboard.ranking import standings
+
+    placed = standings(
+        [
+            _contender("first", 80.0, {"x": 40.0, "y": 90.0}),
+            _contender("second", 60.0, {"x": 70.0, "y": 50.0}),
+        ]
+    )
+    assert placed["first"].stability == placed["second"].stability == {"x": -1.0, "y": 1.0}
+    assert (placed["first"].rank_range, placed["second"].rank_range) == ([1, 1], [2, 2])
+
+
+def test_entries_on_other_tasks_or_data_are_not_compared():
+    """Entries of different comparison groups (another dataset or other tasks) each stand
+    alone: place 1 of 1, no ties, no difference, no stability."""
+    from finreflect_eval.leaderboard.ranking import standings
+
+    placed = standings(
+        [
+            _contender("a", 80.0, {}, group=("official", "data-1")),
+            _contender("b", 80.0, {}, group=("official", "data-2")),
+        ]
+    )
+    for standing in placed.values():
+        assert (standing.place, standing.rank_range, standing.group_size) == (1, [1, 1], 1)
+        assert standing.tied_with == [] and standing.next_difference is None
+        assert standing.stability == {}

@@ -11,7 +11,6 @@ from finreflect_eval.metrics import (
     Outcomes,
     SpanScores,
     aggregate,
-    bootstrap,
     code_label,
     krippendorff_alpha,
     macro_average,
@@ -112,14 +111,22 @@ def test_comprehensiveness_maps_levels_and_macro_averages():
 
 
 def test_bootstrap_is_seeded_and_brackets_the_estimate():
-    per_span = by_span({f"s{i}": [float(i % 2), 1.0] for i in range(20)})
-    first, stderr = bootstrap(per_span, "micro", seed=7)
-    assert (first, stderr) == bootstrap(per_span, "micro", seed=7)
-    assert first[0] <= micro_average(per_span) * 100 <= first[1]
-    assert 0 < stderr < first[1] - first[0]  # about a quarter of a 95% interval's width
-    both_one = by_span({"s1": [1.0], "s2": [1.0]})
-    assert bootstrap(both_one, "macro", seed=1) == ([100.0, 100.0], 0.0)
-    assert bootstrap(by_span({"s1": []}), "micro", seed=1) == (None, None)
+    items = [
+        Item(f"s{i}", "faithfulness", t, {"a": v, "b": v, "c": v})
+        for i in range(20)
+        for t, v in enumerate((i % 2, 1))
+    ]
+    first = score_criterion(items, JUDGES, aggregation="micro", seed=7)
+    again = score_criterion(items, JUDGES, aggregation="micro", seed=7)
+    assert (first.ci, first.stderr, first.ci_span) == (again.ci, again.stderr, again.ci_span)
+    assert first.ci[0] <= first.score <= first.ci[1]
+    assert 0 < first.stderr < first.ci[1] - first.ci[0]  # about a quarter of a 95% interval
+    all_good = [
+        Item(f"s{i}", "comprehensiveness", 0, dict.fromkeys(JUDGES, "good")) for i in (1, 2)
+    ]
+    both = score_criterion(all_good, JUDGES, aggregation="macro", seed=1)
+    assert (both.ci, both.stderr) == ([100.0, 100.0], 0.0)
+    assert score_criterion([], JUDGES, aggregation="micro", seed=1).ci is None
 
 
 def _items(matrix):
@@ -132,27 +139,11 @@ def _items(matrix):
     ]
 
 
-def test_alpha_matches_krippendorffs_published_nominal_example():
-    # Krippendorff (2011), "Computing Krippendorff's Alpha-Reliability", nominal data with four
-    # observers, twelve units and missing values: alpha = 0.743. Values coded 1..5 as labels.
-    n = None
-    matrix = [
-        [1, 2, 3, 3, 2, 1, 4, 1, 2, n, n, n],
-        [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, n, 3],
-        [n, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, n],
-        [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, n],
-    ]
-    codes = {1: 0, 2: 1, 3: "poor", 4: "partial", 5: "good"}  # five distinct nominal labels
-    judges, items = _items([[None if v is None else codes[v] for v in row] for row in matrix])
-    result = krippendorff_alpha(items, judges)
-    assert round(result["alpha"], 3) == 0.743 and result["reason"] is None
-
-
 @pytest.mark.parametrize(
     ("matrix", "reason"),
     [
         ([[1, 1, 1], [1, 1, 1], [1, 1, 1]], "more than one value"),  # perfect but degenerate
-        ([[1, None], [None, 0]], "at least two coders"),  # no unit with two votes
+        ([[1, None], [None, 0]], "at least two judges"),  # no unit with two votes
         ([[1, 0, 1]], "fewer than two judges"),
     ],
 )

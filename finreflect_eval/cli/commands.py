@@ -162,6 +162,27 @@ def submit(args: argparse.Namespace) -> None:
         print(f"accepted: {target}; {args.leaderboard / 'index.html'} rebuilt")
 
 
+def view(args: argparse.Namespace) -> None:
+    from finreflect_eval.view import open_run, write_report
+
+    if len(args.runs) > 2:
+        raise FinReflectError(f"view takes one run, or two to compare; got {len(args.runs)}")
+    panels = args.judges or [None]
+    if len(panels) > len(args.runs):
+        raise FinReflectError(f"--judges: one panel per run, {len(panels)} for {len(args.runs)}")
+    panels = panels + panels[-1:] * (len(args.runs) - len(panels))
+    runs = [open_run(path, panel) for path, panel in zip(args.runs, panels, strict=True)]
+    home = args.runs[0] if args.runs[0].is_dir() else args.runs[0].parent
+    name = "report" if len(runs) == 1 else f"report-vs-{runs[1].results.run}"
+    output = args.output or home / name
+    index = write_report(runs[0], output, compare=runs[1] if len(runs) == 2 else None)
+    print(f"wrote {index} (open it in a browser; the folder is a static Hugging Face Space)")
+    if args.push:
+        from finreflect_eval.view import push_report
+
+        print(f"pushed {output} to the Space {args.push}: {push_report(output, args.push)}")
+
+
 def leaderboard_build(args: argparse.Namespace) -> None:
     from finreflect_eval.leaderboard import build, check
 

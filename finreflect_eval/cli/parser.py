@@ -373,6 +373,40 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--dry-run", action="store_true", help="verify only; write nothing")
     submit.set_defaults(func=handlers.submit)
 
+    view = commands.add_parser(
+        "view", help="write a static report of a run (or two side by side) to look at"
+    )
+    view.add_argument(
+        "runs",
+        nargs="+",
+        type=Path,
+        metavar="RUN",
+        help="a run folder (its newest manifest), a manifest_*.json or a results_*.json; a "
+        "second run: the two side by side (they must have judged the same spans)",
+    )
+    view.add_argument(
+        "--output",
+        "-o",
+        type=Path,
+        metavar="DIR",
+        help="report folder (default: RUN/report, or RUN/report-vs-<B's run id> for two runs); "
+        "ready to serve as a Hugging Face static Space",
+    )
+    view.add_argument(
+        "--judges",
+        nargs="+",
+        metavar="PANEL",
+        help="the panel whose results to show (default: a results file's own, else the run's "
+        "latest); a second one is run B's (to compare two panels: `view RUN RUN --judges X Y`)",
+    )
+    view.add_argument(
+        "--push",
+        metavar="ORG/NAME",
+        help="then upload the report to this Hugging Face Space (created as a static Space if "
+        "needed; your token: HF_TOKEN or `hf auth login`)",
+    )
+    view.set_defaults(func=handlers.view)
+
     audit = commands.add_parser(
         "audit-judges", help="judge accuracy against gold labels, and measured bias probes"
     )
@@ -399,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
         board.add_subparsers(dest="board_command", required=True, metavar="ACTION")
     )
     sub = board_commands.add_parser(
-        "build", help="render index.html, leaderboard.json and leaderboard.csv"
+        "build", help="render index.html, leaderboard.json, leaderboard.csv and each entry's report"
     )
     _add_leaderboard(sub)
     sub.add_argument(

@@ -14,7 +14,8 @@ this module only adapts its inputs to `finreflect_eval.metrics`.
 import datasets
 import evaluate
 
-from finreflect_eval.metrics import BOOTSTRAP_ITERS, Item, score_items
+from finreflect_eval.metrics import Item, score_items
+from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
 
 _DESCRIPTION = __doc__
 _KWARGS = """

@@ -6,8 +6,10 @@ it is a complete run (no --limit, no shard) of a task on a dataset listed in `da
 every score recomputed from its samples equals the submitted score, and it is not a duplicate.
 Its section: `official` (ranked: an official dataset slice and an official panel), `community`
 (another panel) or `smoke` (the bundled sample). `build` renders `index.html` (data inline, no
-network), `leaderboard.json` and `leaderboard.csv`; `check` tells which of them are stale.
-Modules by job: `verify`, `entries` (storage), `render` (with `templates/`).
+network), `leaderboard.json` and `leaderboard.csv`, and each entry's report (`view` of the
+stored entry, under `reports/`, linked from its row); `check` tells which of them are stale.
+Modules by job: `verify`, `entries` (storage), `ranking` (paired comparisons, rank ranges,
+ties, ranking stability), `render` (with `templates/`).
 """
 
 from pathlib import Path

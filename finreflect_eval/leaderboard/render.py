@@ -1,6 +1,8 @@
 """Rendering the leaderboard: `index.html` (self-contained: data, CSS and JS inline, no network),
-`leaderboard.json`, `leaderboard.csv` and `judges.json`, from the verified entries. Every text
-that comes from a submission is HTML-escaped (and CSV cells quoted against formulas)."""
+`leaderboard.json`, `leaderboard.csv` and `judges.json`, from the verified entries, and each
+entry's report (`finreflect-eval view` of the stored submission) under `reports/`, which the
+entry's row links to. Every text that comes from a submission is HTML-escaped (and CSV cells
+quoted against formulas)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,8 @@ import csv
 import io
 import json
 import math
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,30 +19,51 @@ import jinja2
 
 from finreflect_eval.audit import PANEL_ROW
 from finreflect_eval.criteria import CRITERIA
-from finreflect_eval.leaderboard.entries import AuditEntry, RunEntry, load_entries
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.leaderboard import ranking
+from finreflect_eval.leaderboard.entries import (
+    UNSAFE_CHARACTER,
+    AuditEntry,
+    RunEntry,
+    load_entries,
+)
+from finreflect_eval.leaderboard.ranking import Contender
+from finreflect_eval.metrics import ALPHA_GATE
 from finreflect_eval.modes import MODE_NAMES
 from finreflect_eval.records import DatasetInfo
-from finreflect_eval.store import spreadsheet_safe, write_atomic
+from finreflect_eval.review import spreadsheet_safe
+from finreflect_eval.store import write_atomic
+from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
+from finreflect_eval.view.report import MARKER, write_report
 
 LETTERS = {name: criterion.letter for name, criterion in CRITERIA.items()}
 MODES = MODE_NAMES
 TEMPLATES = Path(__file__).parent / "templates"
+REPORTS = "reports"  # <leaderboard>/reports/<org__model>/<run id>/: each entry's report
 
 
 SECTIONS = ("official", "community", "smoke")
 
 
 def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
-    """One flat row per submission, official ones ranked by Overall: the overall score with
-    its CI, the score per mode, per-criterion detail per mode, the judges' α and the rest."""
+    """One flat row per submission, ordered by section, comparison group and Overall: the
+    overall score with its CI, its place among the entries it is compared with (`ranking`: rank
+    range, ties, the difference to the next entry with its paired interval, the ranking's
+    stability without each judge), the score per mode, per-criterion detail per mode, the
+    judges' α per criterion with its interval, and the agreement gate. Official rows get a
+    `rank`; community and smoke rows are compared, never ranked."""
     rows = []
+    contenders = []
     for entry in entries:
         results = entry.submission.results
         by_mode = {results.details[task].mode: task for task in results.tasks}
         model = entry.model
+        contender = Contender.of(entry.run_id, entry.section, results)
+        contenders.append(contender)
         row: dict[str, Any] = {
             "section": entry.section,
             "rank": None,
+            "rank_range": None,
             "model": model,
             "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
             "panel": results.judges.panel,
@@ -46,8 +71,16 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
             "date": results.run[:10],
             "run_id": entry.run_id,
             "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
+            "report": (report_folder(entry) / "index.html").as_posix(),
             "overall": results.overall.score,
             "overall_ci": results.overall.ci,
+            "comparison_group": ranking.describe_group(contender.group),
+            "group_size": 1,
+            "tied_with": [],
+            "tied_with_runs": [],
+            "next_difference": None,
+            "next_difference_ci": None,
+            "ranking_stability": {},
         }
         for mode in MODES:
             task = by_mode.get(mode)
@@ -58,8 +91,22 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
                 row[f"{mode}.{short}"] = scores.get(f"{criterion},none")
                 detail = criteria.get(criterion)
                 row[f"{mode}.{short}_ci"] = detail.ci if detail else None
-        alphas = [a.alpha for per_task in results.agreement.values() for a in per_task.values()]
-        row["alpha"] = _mean(alphas, digits=4)
+        gated = []
+        for mode in MODES:
+            task = by_mode.get(mode)
+            agreement = results.agreement.get(task, {}) if task else {}
+            for criterion, short in LETTERS.items():
+                found = agreement.get(criterion)
+                row[f"{mode}.alpha_{short}"] = found.alpha if found else None
+                row[f"{mode}.alpha_{short}_ci"] = found.ci if found else None
+                if CRITERIA[criterion].ordered:
+                    row[f"{mode}.alpha_{short}_ordinal"] = found.ordinal if found else None
+                    row[f"{mode}.alpha_{short}_ordinal_ci"] = found.ordinal_ci if found else None
+                if found and found.below_gate:
+                    gated.append(f"{mode}.{criterion}")
+        for short in LETTERS.values():
+            row[f"alpha_{short}"] = _mean([row[f"{mode}.alpha_{short}"] for mode in MODES], 4)
+        row["below_gate"] = gated
         row["triples_per_span"] = _mean(
             [results.results[task].get("triples_per_span,none") for task in results.tasks]
         )
@@ -67,16 +114,34 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
             [results.results[task].get("check_rules,none") for task in results.tasks]
         )
         rows.append(row)
+    standing = ranking.standings(contenders)
+    models = {row["run_id"]: row["model"] for row in rows}
+    for row in rows:
+        mine = standing[row["run_id"]]
+        row["rank_range"] = mine.rank_range
+        row["group_size"] = mine.group_size
+        row["tied_with"] = [models[run] for run in mine.tied_with]
+        row["tied_with_runs"] = mine.tied_with
+        row["next_difference"] = mine.next_difference
+        row["next_difference_ci"] = mine.next_difference_ci
+        row["ranking_stability"] = mine.stability
+        if row["section"] == "official":
+            row["rank"] = mine.place
+    # Sections in order; within one, its comparison groups (the group of the best entry
+    # first), each by place; entries without a place last, by model.
+    by_overall = sorted(rows, key=lambda r: (r["overall"] is None, -(r["overall"] or 0)))
+    first_seen: dict[str, int] = {}
+    for row in by_overall:
+        first_seen.setdefault(row["comparison_group"], len(first_seen))
     rows.sort(
         key=lambda r: (
             SECTIONS.index(r["section"]),
-            -math.inf if r["overall"] is None else -r["overall"],
+            first_seen[r["comparison_group"]],
+            math.inf if standing[r["run_id"]].place is None else standing[r["run_id"]].place,
             r["model"],
+            r["run_id"],
         )
     )
-    official = [row for row in rows if row["section"] == "official"]
-    for rank, row in enumerate(official, 1):
-        row["rank"] = rank
     return rows
 
 
@@ -123,8 +188,12 @@ def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
 def render(leaderboard: Path) -> dict[str, str]:
     """The generated files of a leaderboard folder, by name: `index.html`, `leaderboard.json`,
     `leaderboard.csv` and `judges.json`, from the stored (re-verified) entries."""
-    rows = rows_of(load_entries(leaderboard, "submissions"))
-    judges = judge_rows(load_entries(leaderboard, "audits"))
+    return _files(load_entries(leaderboard, "submissions"), load_entries(leaderboard, "audits"))
+
+
+def _files(entries: list[RunEntry], audits: list[AuditEntry]) -> dict[str, str]:
+    rows = rows_of(entries)
+    judges = judge_rows(audits)
     return {
         "index.html": render_html(rows, judges),
         "leaderboard.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n",
@@ -133,24 +202,130 @@ def render(leaderboard: Path) -> dict[str, str]:
     }
 
 
+def report_folder(entry: RunEntry) -> Path:
+    """Where an entry's report goes, relative to the leaderboard folder:
+    `reports/<org__model>/<run id>` (the names of its stored file, made safe again)."""
+    name, run = (UNSAFE_CHARACTER.sub("_", part) for part in (entry.folder.name, entry.run_id))
+    if {name, run} & {"", ".", ".."}:
+        raise FinReflectError(f"refused: {entry.describe()} has no usable report folder name")
+    return Path(REPORTS) / name / run
+
+
 def build(leaderboard: Path) -> list[Path]:
-    """Write the generated files of the leaderboard folder."""
+    """Write the generated files of the leaderboard folder, and every stored entry's report
+    under `reports/` (anything else there is removed: the folder is generated)."""
     leaderboard.mkdir(parents=True, exist_ok=True)
-    files = render(leaderboard)
+    entries = load_entries(leaderboard, "submissions")
+    files = _files(entries, load_entries(leaderboard, "audits"))
     for name, text in files.items():
         write_atomic(leaderboard / name, text)
-    return [leaderboard / name for name in files]
+    written = [leaderboard / name for name in files]
+    reports = _reports(entries)
+    for path in _unexpected(leaderboard, reports):
+        _remove(path)
+    for folder, entry in reports.items():
+        target = leaderboard / folder
+        if target.is_symlink() or (target.exists() and not (target / MARKER).is_file()):
+            _remove(target)  # not a report `view` wrote: build owns reports/
+        written.append(_write_report(entry, target))
+    _prune(leaderboard / REPORTS)
+    return written
 
 
 def check(leaderboard: Path) -> list[str]:
-    """The generated files that differ from what the stored entries give (every entry is
-    re-verified first: one that no longer verifies is an error naming its file)."""
+    """The generated files and reports that differ from what the stored entries give (every
+    entry is re-verified first: one that no longer verifies is an error naming its file): a
+    report missing, differing in any file, or of an entry no longer stored."""
     stale = []
-    for name, text in render(leaderboard).items():
+    entries = load_entries(leaderboard, "submissions")
+    for name, text in _files(entries, load_entries(leaderboard, "audits")).items():
         path = leaderboard / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(name)
+    reports = _reports(entries)
+    if reports:
+        with tempfile.TemporaryDirectory(prefix="finreflect-reports-") as scratch:
+            for folder, entry in reports.items():
+                expected = Path(scratch) / folder
+                _write_report(entry, expected)
+                if not _same_files(expected, leaderboard / folder):
+                    stale.append(folder.as_posix())
+    stale += [
+        path.relative_to(leaderboard).as_posix() for path in _unexpected(leaderboard, reports)
+    ]
     return stale
+
+
+def _reports(entries: list[RunEntry]) -> dict[Path, RunEntry]:
+    reports: dict[Path, RunEntry] = {}
+    for entry in entries:
+        folder = report_folder(entry)
+        if folder in reports:  # two stored names that differ only in unsafe characters
+            raise FinReflectError(
+                f"{entry.describe()} and {reports[folder].describe()} share the report folder "
+                f"{folder}"
+            )
+        reports[folder] = entry
+    return reports
+
+
+def _write_report(entry: RunEntry, folder: Path) -> Path:
+    return write_report(entry.submission, folder)
+
+
+def _unexpected(leaderboard: Path, reports: dict[Path, RunEntry]) -> list[Path]:
+    """What `reports/` holds besides the entries' reports (never following a link)."""
+    root = leaderboard / REPORTS
+    if root.is_symlink() or (root.exists() and not root.is_dir()):
+        return [root]
+    if not root.is_dir():
+        return []
+    names = {folder.parent.name for folder in reports}
+    found = []
+    for model in sorted(root.iterdir()):
+        if model.name not in names or model.is_symlink() or not model.is_dir():
+            found.append(model)
+            continue
+        for run in sorted(model.iterdir()):
+            if Path(REPORTS) / model.name / run.name not in reports:
+                found.append(run)
+    return found
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def _prune(root: Path) -> None:
+    """Remove the folders under `reports/` (and itself) left empty."""
+    if not root.is_dir() or root.is_symlink():
+        return
+    for model in root.iterdir():
+        if model.is_dir() and not model.is_symlink() and not any(model.iterdir()):
+            model.rmdir()
+    if not any(root.iterdir()):
+        root.rmdir()
+
+
+def _same_files(expected: Path, found: Path) -> bool:
+    """Whether `found` holds exactly `expected`'s files with the same bytes (sizes first)."""
+    if found.is_symlink() or not found.is_dir():
+        return False
+
+    def listing(folder: Path) -> dict[str, Path]:
+        return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if not p.is_dir()}
+
+    want, have = listing(expected), listing(found)
+    if want.keys() != have.keys():
+        return False
+    if any(have[name].is_symlink() for name in have):
+        return False
+    if any(want[n].stat().st_size != have[n].stat().st_size for n in want):
+        return False
+    return all(want[n].read_bytes() == have[n].read_bytes() for n in want)
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:
@@ -160,7 +335,10 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     writer.writeheader()
     for row in rows:
         cells = {
-            k: json.dumps(v) if isinstance(v, list) else spreadsheet_safe(v) for k, v in row.items()
+            k: json.dumps(v, ensure_ascii=False)
+            if isinstance(v, list | dict)
+            else spreadsheet_safe(v)
+            for k, v in row.items()
         }
         writer.writerow(cells)
     return buffer.getvalue()
@@ -178,6 +356,14 @@ def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str
     sections = {section: [row for row in rows if row["section"] == section] for section in SECTIONS}
     return environment.get_template("index.html.jinja").render(
         sections=sections,
+        notes={
+            "official": comparison_notes(sections["official"]),
+            "community": comparison_notes(sections["community"] + sections["smoke"]),
+        },
+        alpha_gate=ALPHA_GATE,
+        gate_text=gate_text,
+        seed=ranking.COMPARISON_SEED,
+        iterations=BOOTSTRAP_ITERS,
         modes=MODES,
         letters=LETTERS,
         plots=[_plot(rows, criterion, letter) for criterion, letter in LETTERS.items()],
@@ -187,6 +373,39 @@ def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str
         style=(TEMPLATES / "style.css").read_text(encoding="utf-8"),
         script=(TEMPLATES / "script.js").read_text(encoding="utf-8"),
     )
+
+
+def gate_text(row: dict[str, Any]) -> str:
+    """Where a row's α is below the gate, in words: each criterion with its modes ("every
+    mode" where it is below in each mode the run covered)."""
+    covered = [mode for mode in MODES if row[mode] is not None]
+    modes: dict[str, list[str]] = {}
+    for found in row["below_gate"]:
+        mode, _, criterion = found.partition(".")
+        modes.setdefault(criterion, []).append(mode)
+    groups: dict[str, list[str]] = {}
+    for criterion, where in modes.items():
+        if len(covered) > 1 and where == covered:
+            label = "every mode"
+        else:
+            label = ", ".join(mode.replace("_", "-") for mode in where)
+        groups.setdefault(label, []).append(criterion)
+    parts = [f"{', '.join(criteria)} ({label})" for label, criteria in groups.items()]
+    return f"α under {ALPHA_GATE} on {'; '.join(parts)}: shown, not ranked apart"
+
+
+def comparison_notes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per comparison group of a board's rows (in their order): its label, its size, and per
+    panel with two entries or more, the ranking's stability without each judge (Kendall's τ)."""
+    groups: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        group = groups.setdefault(
+            row["comparison_group"], {"label": row["comparison_group"], "size": 0, "panels": {}}
+        )
+        group["size"] += 1
+        if row["ranking_stability"]:
+            group["panels"][row["panel"]] = row["ranking_stability"]
+    return list(groups.values())
 
 
 def _judge_column(key: str) -> str:

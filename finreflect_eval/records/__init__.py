@@ -4,7 +4,8 @@
 A run folder (`OUTPUT_PATH/<model>/`) holds a `Manifest` (`manifest_<run>.json`), one
 `SampleRecord` per span and task (`samples_<task>_<run>.jsonl`), and per judge panel the
 `Results` (`results_<run>_<panel>.json`) and the review queues (`ReviewItem` lines in
-`review_<task>_<panel>.jsonl`, and the same as CSV). `audit-judges` writes a `JudgeAudit`; a
+`review_<task>_<run>_<panel>.jsonl`, each flagged span's text once in `ReviewSpan` lines of
+`review_spans_<task>_<run>_<panel>.jsonl`, and a CSV). `audit-judges` writes a `JudgeAudit`; a
 leaderboard entry is a `Submission`.
 
 Every file (every line of a JSONL file) carries `format_version`; a file of another version is a
@@ -47,11 +48,13 @@ from finreflect_eval.records.results import (
     Agreement,
     CriterionDetail,
     Failures,
+    FilingScores,
     ItemCounts,
     JudgesInfo,
     Overall,
     Results,
     ReviewItem,
+    ReviewSpan,
     RunSettings,
     SampleCount,
     TaskDetails,
@@ -78,6 +81,7 @@ __all__ = [
     "Failures",
     "Feedback",
     "FileRecord",
+    "FilingScores",
     "ItemCounts",
     "JudgeAudit",
     "JudgeMember",
@@ -95,6 +99,7 @@ __all__ = [
     "Record",
     "Results",
     "ReviewItem",
+    "ReviewSpan",
     "RunArguments",
     "RunId",
     "RunSettings",

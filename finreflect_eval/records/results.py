@@ -1,5 +1,5 @@
 """`results_<run>_<panel>.json` (in lm-eval's shape, with our own blocks) and the review
-queue's `ReviewItem`s."""
+queue's `ReviewItem`s and `ReviewSpan`s."""
 
 from __future__ import annotations
 
@@ -74,6 +74,8 @@ class RunSettings(Record):
     """`i/N` when these are one shard's results."""
     bootstrap_iters: int
     bootstrap_seed: int
+    bootstrap_unit: Literal["filing"] = "filing"
+    """What the intervals resample: the filings (ticker and fiscal year), each with its spans."""
     judges: str
     """The judge panel's name."""
     allow_failures: bool = False
@@ -83,8 +85,16 @@ class RunSettings(Record):
 class Agreement(Record):
     alpha: float | None = Field(ge=-1, le=1)
     """Krippendorff's α (nominal) across the judges; None when undefined."""
+    ci: list[float] | None = None
+    """α's 95% bootstrap interval, resampling filings (as the scores' intervals)."""
+    ordinal: float | None = Field(None, ge=-1, le=1)
+    """The ordinal α, for ordered labels of more than two levels (comprehensiveness)."""
+    ordinal_ci: list[float] | None = None
     reason: str | None
     n_items: int = Field(ge=0)
+    below_gate: bool = False
+    """The interval's upper end (α itself without one) is under `ALPHA_GATE`: the panel agrees
+    too little on this criterion for its scores to be trusted (flagged on the leaderboard)."""
 
 
 class ItemCounts(Record):
@@ -101,10 +111,14 @@ class ItemCounts(Record):
 class CriterionDetail(Record):
     aggregation: Literal["micro", "macro"]
     ci: list[float] | None
-    """95% bootstrap interval (resampling spans)."""
+    """95% bootstrap interval, resampling filings (the metric's stderr is this bootstrap's)."""
+    ci_span: list[float] | None = None
+    """The same, resampling spans as if independent (narrower where a filing's spans agree)."""
     items: ItemCounts
     per_judge: dict[str, Percent]
     """Each judge's own score on the items it judged."""
+    without_judge: dict[str, Percent] = {}
+    """The score from the other judges' votes (the same rule), per judge left out."""
 
 
 class Failures(Record):
@@ -154,9 +168,26 @@ class Overall(Record):
 
     score: Percent
     ci: list[float] | None
-    """95% bootstrap interval, resampling the spans jointly for every task and criterion."""
+    """95% bootstrap interval, resampling filings jointly for every task and criterion."""
+    stderr: float | None = None
+    """The same bootstrap's standard error."""
+    ci_span: list[float] | None = None
+    """The same, resampling spans."""
     tasks: dict[str, Percent]
     """Per task: the mean of its judged criteria."""
+    without_judge: dict[str, Percent] = {}
+    """The score from the other judges' votes, per judge left out."""
+
+
+class FilingScores(Record):
+    """Per filing (the bootstrap's unit): each task's judged criteria as the sums and counts
+    their averages divide (items' scores and items, micro; spans' means and spans, macro).
+    Runs on the same spans are compared by resampling the same filings (`leaderboard build`)."""
+
+    ids: list[str]
+    sums: dict[str, dict[str, list[float]]]
+    """Per task, per criterion: one value per filing, in the order of `ids`."""
+    counts: dict[str, dict[str, list[float]]]
 
 
 class JudgesInfo(Record):
@@ -212,6 +243,7 @@ class Results(FileRecord):
     overall: Overall
     agreement: dict[str, dict[str, Agreement]]
     """Per task and criterion."""
+    filings: FilingScores | None = None
     judges: JudgesInfo
     dataset: DatasetInfo
     finreflect_eval_version: str
@@ -237,16 +269,40 @@ class Results(FileRecord):
 
 
 class ReviewItem(FileRecord):
-    """One line of `review_<task>_<panel>.jsonl`: an item the panel split on, could not score,
-    or had no majority for, with every judge's vote."""
+    """One line of `review_<task>_<run>_<panel>.jsonl`: an item the panel split on, could not
+    score, or had no majority for, with every judge's vote. The queue refers to its spans
+    rather than repeating them: an item names its span (`span_id`, `doc_id`), whose text is
+    written once, in `review_spans_<task>_<run>_<panel>.jsonl` (a `ReviewSpan` per span with
+    a queued item) and in the samples (`samples_<task>_<run>.jsonl`, the line of that
+    `doc_id`). Items come grouped by span, in `doc_id` order.
+
+    `review_<task>_<run>_<panel>.csv` holds the same items, one row each, for a spreadsheet:
+    `task, span_id, doc_id, criterion, triple_index, triple` (its five strings joined by
+    " | "), `label, reason`, then `<judge>_verdict, <judge>_reasoning, <judge>_warning` per
+    judge, and `span_text`, written on the first row of the span's items only (empty on the
+    rest). A cell a spreadsheet would run as a formula (starting with `=`, `+`, `-`, `@`, a
+    tab or a carriage return) starts with a `'`."""
 
     task: str
     span_id: str
+    doc_id: int
+    """The span's `doc_id`: its line of the samples, and of the review's spans file."""
     criterion: CriterionName
     triple_index: int | None
+    """The triple's position in the span's triples (None: the span's item)."""
     triple: list[str] | None
     label: Label | None
     """The label taken (None: unscored)."""
     reason: str
+    """Why it is queued: `split`, `unscored`, `no majority`, comma-separated."""
     votes: dict[str, Vote]
-    span_text: str
+
+
+class ReviewSpan(FileRecord):
+    """One line of `review_spans_<task>_<run>_<panel>.jsonl`: a span with items in the review
+    queue (`ReviewItem`), once, in `doc_id` order."""
+
+    task: str
+    span_id: str
+    doc_id: int
+    text: str

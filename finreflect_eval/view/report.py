@@ -1,0 +1,364 @@
+"""`finreflect-eval view`: a scored run (or two, side by side) as a static report folder.
+
+    index.html            settings, scores with their intervals (SVG), α, leave-one-judge-out,
+                          and the span browser and review queue (report.js, report.css)
+    data/<task>/index.js  the task's span index: one row per span (company, section, counts,
+                          a mask of its items' labels and flags) — what filtering reads
+    data/<task>/<n>.js    the spans themselves, a page of at most SPANS_PER_PAGE spans (and
+                          about PAGE_BYTES) each: text, triples, every judge's votes
+    README.md             a Hugging Face static Space's card (the folder is the Space)
+
+Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`): a page opened
+from disk cannot fetch() files beside it, but it can load scripts, and so can a static host.
+The page loads the index and the spans on the screen only, and renders one screen of spans at a
+time. Every text from the run reaches the page as data and is set with `textContent` (HTML by
+Jinja's autoescape): span text holding `<script>` shows as text.
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import yaml
+
+from finreflect_eval import __version__
+from finreflect_eval.criteria import CRITERIA, CRITERION_NAMES
+from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.metrics import ALPHA_GATE, code_label, vote_code
+from finreflect_eval.records import Submission
+from finreflect_eval.store import not_a_link
+from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
+from finreflect_eval.view.source import ViewRun, open_run
+from finreflect_eval.view.spans import SpanRow, compare_parts, dumps, span_meta, span_part
+
+TEMPLATES = Path(__file__).parent / "templates"
+SPANS_PER_PAGE = 100
+PAGE_BYTES = 1_000_000
+SCREEN = 20  # spans rendered at a time
+MARKER = ".finreflect-report"  # in a folder this command wrote (and may replace)
+RULES = {
+    "subject_reference": "subject is a pronoun or a generic reference",
+    "entity_length": "an entity is longer than 5 words",
+    "entity_schema": "an entity type is not in the schema",
+    "relation_schema": "the relation is not in the schema",
+}
+
+Source = ViewRun | Submission | Path | str
+
+
+def write_report(
+    source: Source,
+    output: Path | str,
+    *,
+    compare: Source | None = None,
+    panel: str | None = None,
+    compare_panel: str | None = None,
+) -> Path:
+    """Write the report of `source` (a run folder, a manifest or results file, a leaderboard
+    `Submission`, or a `ViewRun`) into `output`, or of two runs on the same spans side by side
+    (`compare`: run B). A folder this function wrote before is replaced; any other non-empty
+    folder is refused. Returns the report's `index.html`."""
+    runs = [_as_run(source, panel)]
+    if compare is not None:
+        runs.append(_as_run(compare, compare_panel))
+    tasks = _tasks(runs)
+    output = Path(output)
+    staging = _staging(output)
+    try:
+        summary_tasks = []
+        for task in tasks:
+            rows = _task_rows(runs, task)
+            summary_tasks.append(_write_task(staging / "data" / task, task, rows, runs))
+        _write_page(staging, runs, summary_tasks)
+        _replace(staging, output)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return output / "index.html"
+
+
+def _as_run(source: Source, panel: str | None) -> ViewRun:
+    if isinstance(source, ViewRun):
+        return source
+    if isinstance(source, Submission):
+        return ViewRun.of_submission(source)
+    return open_run(Path(source), panel)
+
+
+def _tasks(runs: Sequence[ViewRun]) -> list[str]:
+    """The tasks to show: the run's, or those both runs scored (in run A's order)."""
+    tasks = runs[0].tasks
+    if len(runs) == 2:
+        tasks = [task for task in tasks if task in runs[1].results.details]
+        if not tasks:
+            raise FinReflectError(
+                f"{runs[0].where} and {runs[1].where} have no task in common (A: "
+                f"{', '.join(runs[0].tasks)}; B: {', '.join(runs[1].tasks)})"
+            )
+    return tasks
+
+
+def _task_rows(runs: Sequence[ViewRun], task: str) -> list[SpanRow]:
+    """The task's spans in `doc_id` order, each with every run's part; two runs must have
+    judged the same spans."""
+    rows: dict[str, SpanRow] = {}
+    first = runs[0]
+    criteria = first.criteria(task)
+    for record in first.records(task):
+        part = span_part(record, first.panel, first.judges, criteria)
+        rows[record.span_id] = SpanRow(record.doc_id, record.span_id, span_meta(record), [part])
+    if len(runs) == 2:
+        second = runs[1]
+        criteria = second.criteria(task)
+        only_b = []
+        for record in second.records(task):
+            row = rows.get(record.span_id)
+            if row is None or len(row.parts) != 1:
+                only_b.append(record.span_id)
+                continue
+            row.parts.append(span_part(record, second.panel, second.judges, criteria))
+        only_a = [span for span, row in rows.items() if len(row.parts) != 2]
+        if only_a or only_b:
+            shown = (only_a or only_b)[0]
+            raise FinReflectError(
+                f"{first.where} and {second.where} are not runs on the same spans: task {task} "
+                f"has {len(only_a)} span(s) only in A and {len(only_b)} only in B (e.g. "
+                f"{shown}); compare runs of the same dataset, slice and --limit"
+            )
+        for row in rows.values():
+            compare_parts(row)
+    return sorted(rows.values(), key=lambda row: (row.doc_id, row.span_id))
+
+
+def _write_task(
+    folder: Path, task: str, rows: list[SpanRow], runs: Sequence[ViewRun]
+) -> dict[str, Any]:
+    """A task's pages and index; returns what the page's summary says of it."""
+    folder.mkdir(parents=True)
+    page_of: list[int] = []
+    pages: list[str] = []
+    size = 0
+    n_pages = 0
+    total = 0
+
+    def flush() -> None:
+        nonlocal pages, size, n_pages, total
+        text = f"FRV.page({dumps(task)},{n_pages},[\n" + ",\n".join(pages) + "\n]);\n"
+        data = text.encode("utf-8")
+        (folder / f"{n_pages}.js").write_bytes(data)
+        total += len(data)
+        n_pages += 1
+        pages, size = [], 0
+
+    for position, row in enumerate(rows):
+        text = row.to_json(position)
+        length = len(text.encode("utf-8"))
+        if pages and (len(pages) >= SPANS_PER_PAGE or size + length > PAGE_BYTES):
+            flush()
+        pages.append(text)
+        size += length
+        page_of.append(n_pages)
+    if pages:
+        flush()
+    tickers = sorted({row.ticker for row in rows})
+    sections = sorted({row.section for row in rows}, key=_natural)
+    companies = {row.ticker: row.meta["company"] for row in rows}
+    ticker_code = {ticker: code for code, ticker in enumerate(tickers)}
+    section_code = {section: code for code, section in enumerate(sections)}
+    index = {
+        "ids": [row.span_id for row in rows],
+        "tickers": tickers,
+        "companies": [companies[ticker] for ticker in tickers],
+        "sections": sections,
+        "tick": [ticker_code[row.ticker] for row in rows],
+        "sec": [section_code[row.section] for row in rows],
+        "n": [[len(part.keys) for part in row.parts] for row in rows],
+        "mask": [[part.mask for part in row.parts] for row in rows],
+        "page": page_of,
+    }
+    if len(runs) == 2:
+        index["diff"] = [row.diff for row in rows]
+    text = f"FRV.index({dumps(task)},{dumps(index)});\n".encode()
+    (folder / "index.js").write_bytes(text)
+    return {
+        "name": task,
+        "mode": runs[0].results.details[task].mode,
+        "spans": len(rows),
+        "pages": n_pages,
+        "criteria": [c for c in CRITERION_NAMES if any(c in r.criteria(task) for r in runs)],
+        "bytes": total + len(text),
+    }
+
+
+def _natural(text: str) -> list:
+    """Sort key: numbers by value ("Item 2" before "Item 10")."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text)]
+
+
+# --- the page ---
+
+
+def _write_page(folder: Path, runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> None:
+    summary = {
+        "version": __version__,
+        "compare": len(runs) == 2,
+        "runs": [
+            {
+                "label": run.label,
+                "model": run.results.config.model_name,
+                "panel": run.panel,
+                "run": run.results.run,
+                "judges": run.judges,
+            }
+            for run in runs
+        ],
+        "tasks": tasks,
+        "criteria": {
+            name: {
+                "letter": c.letter,
+                "per": c.per,
+                "labels": [vote_code(label) for label in c.labels],
+            }
+            for name, c in CRITERIA.items()
+        },
+        "labels": [str(code_label(code)) for code in range(5)],
+        "rules": RULES,
+        "screen": SCREEN,
+    }
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
+    environment.filters["num"] = number
+    environment.filters["signed"] = signed
+    environment.filters["interval"] = interval_text
+    html = environment.get_template("report.html.jinja").render(
+        runs=[run_context(run, tasks) for run in runs],
+        compare=compare_context(runs, tasks) if len(runs) == 2 else None,
+        tasks=tasks,
+        summary_json=script_json(summary),
+        gate=ALPHA_GATE,
+        version=__version__,
+        title=_title(runs),
+    )
+    (folder / "index.html").write_text(html, encoding="utf-8")
+    for asset in ("report.js", "report.css"):
+        shutil.copyfile(TEMPLATES / asset, folder / asset)
+    (folder / "README.md").write_text(space_card(runs), encoding="utf-8")
+    (folder / MARKER).write_text(f"finreflect-eval {__version__} view\n", encoding="utf-8")
+
+
+def script_json(value: Any) -> str:
+    """JSON for an inline `<script type="application/json">`: nothing in it can end the
+    script or start markup (`<`, `>`, `&` and the JS line separators as escapes)."""
+    text = dumps(value)
+    for char, escape in (
+        ("<", "\\u003c"),
+        (">", "\\u003e"),
+        ("&", "\\u0026"),
+        ("\u2028", "\\u2028"),
+        ("\u2029", "\\u2029"),
+    ):
+        text = text.replace(char, escape)
+    return text
+
+
+def _title(runs: Sequence[ViewRun]) -> str:
+    if len(runs) == 2:
+        return f"{runs[0].results.config.model_name} vs {runs[1].results.config.model_name}"
+    return runs[0].results.config.model_name
+
+
+def space_card(runs: Sequence[ViewRun]) -> str:
+    """README.md of the folder as a Hugging Face static Space (front matter as the
+    leaderboard's)."""
+    title = _title(runs)
+    front = {
+        "title": f"finreflect-eval report: {title}"[:80],
+        "emoji": "🔎",
+        "colorFrom": "blue",
+        "colorTo": "green",
+        "sdk": "static",
+        "app_file": "index.html",
+        "pinned": False,
+        "license": "apache-2.0",
+        "short_description": "A finreflect-eval run: scores, agreement, every verdict"[:60],
+    }
+    matter = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
+    lines = [
+        f"- {run.label} (dataset {run.results.dataset.id}, split {run.results.dataset.split})"
+        for run in runs
+    ]
+    return (
+        f"---\n{matter}---\n\n# finreflect-eval report\n\n"
+        + "\n".join(lines)
+        + "\n\nWritten by `finreflect-eval view` "
+        f"({__version__}). `index.html` is the report; `data/` holds its spans, a script per "
+        "page (no server, no network: it opens from disk, or served as it is by any static "
+        "host).\n"
+    )
+
+
+def _staging(output: Path) -> Path:
+    """A new folder beside `output` to write the report into (then swapped in); `output` must
+    be a report this command wrote, empty, or absent."""
+    not_a_link(output)
+    if output.exists():
+        if not output.is_dir():
+            raise FinReflectError(f"{output} is a file; --output must be a folder")
+        if any(output.iterdir()) and not (output / MARKER).is_file():
+            raise FinReflectError(
+                f"{output} holds other files (not a report `finreflect-eval view` wrote); "
+                "choose an empty or new --output folder"
+            )
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
+    return staging
+
+
+def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -> str:
+    """Upload a report folder to the Hugging Face Space `repo_id` (created as a static Space if
+    needed; pages of an earlier report that this one lacks are deleted); returns the commit's
+    URL. Any failure (offline, no token, refused) is one line; the report stays on disk."""
+    from huggingface_hub import HfApi
+
+    folder = Path(folder)
+    if not (folder / MARKER).is_file():
+        raise FinReflectError(f"{folder} is not a report `finreflect-eval view` wrote")
+    api = HfApi(token=token)
+    try:
+        api.create_repo(repo_id, repo_type="space", space_sdk="static", exist_ok=True)
+        commit = api.upload_folder(
+            repo_id=repo_id,
+            folder_path=folder,
+            repo_type="space",
+            ignore_patterns=[MARKER],
+            delete_patterns=["data/**"],
+            commit_message="Upload a finreflect-eval report",
+        )
+    except Exception as exc:  # the network, offline mode, a missing or bad token, a refusal
+        raise FinReflectError(
+            f"cannot push the report to the Space '{repo_id}' ({first_line(exc)}); it is kept "
+            f"in {folder}; check the network, HF_HUB_OFFLINE and your token (HF_TOKEN or "
+            "`hf auth login`)"
+        ) from exc
+    return str(commit)
+
+
+def _replace(staging: Path, output: Path) -> None:
+    old = None
+    if output.exists():
+        old = output.parent / f".{output.name}.{secrets.token_hex(4)}.old"
+        output.rename(old)
+    staging.rename(output)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)

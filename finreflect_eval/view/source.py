@@ -1,0 +1,148 @@
+"""What a report is made of: a scored run's manifest, one panel's results, and its samples read a
+span at a time (a run folder's samples can be gigabytes; only what the report shows is kept)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from finreflect_eval.criteria import CRITERION_NAMES
+from finreflect_eval.errors import FinReflectError
+from finreflect_eval.records import Manifest, Results, SampleRecord, Submission, read
+from finreflect_eval.records.reading import parse
+from finreflect_eval.store import RunStore, newest, not_a_link
+
+
+@dataclass
+class ViewRun:
+    """A scored run as a report reads it."""
+
+    manifest: Manifest
+    results: Results
+    records: Callable[[str], Iterator[SampleRecord]]
+    """A task's sample records, in the order they are stored."""
+    where: str
+    """The folder or file it came from (in messages)."""
+
+    @property
+    def panel(self) -> str:
+        return self.results.judges.panel
+
+    @property
+    def judges(self) -> list[str]:
+        """The panel's judges, in the order the manifest lists them (the votes' keys)."""
+        judging = self.manifest.judging.get(self.panel)
+        if judging is None:
+            return [member.name for member in self.results.judges.members]
+        return [member.name for member in judging.judges]
+
+    @property
+    def tasks(self) -> list[str]:
+        """The tasks scored (a results file's `details`), in its order."""
+        return list(self.results.details)
+
+    def criteria(self, task: str) -> list[str]:
+        """The criteria the panel judged on the task, in the criteria's order."""
+        judged = self.results.details[task].criteria
+        return [name for name in CRITERION_NAMES if name in judged]
+
+    @property
+    def label(self) -> str:
+        """How the report names the run: its model, panel and run id."""
+        return f"{self.results.config.model_name} · {self.panel} · {self.results.run}"
+
+    @classmethod
+    def of_submission(cls, submission: Submission, where: str = "submission") -> ViewRun:
+        """A leaderboard entry (its records are in memory)."""
+        samples = submission.samples
+        return cls(
+            submission.manifest,
+            submission.results,
+            lambda task: iter(samples.get(task, [])),
+            where,
+        )
+
+
+def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
+    """A scored run from its folder (its newest manifest), a `manifest_*.json` or a
+    `results_*.json` file; `panel` picks among the panels that scored it (default: a results
+    file's own, else the run's last panel). Whatever is missing is a one-line error."""
+    path = Path(path)
+    if not path.exists():
+        raise FinReflectError(f"{path}: no such run folder")
+    results_path = None
+    if path.is_dir():
+        if not any(path.glob("manifest_*.json")):
+            raise FinReflectError(
+                f"{path} is not a run folder (no manifest_*.json in it): give the folder that "
+                "`finreflect-eval run` wrote (OUTPUT_PATH/MODEL)"
+            )
+        manifest_path = not_a_link(newest(path, "manifest_*.json"))
+        folder = path
+    elif path.name.startswith("results_") and path.suffix == ".json":
+        results_path, folder = path, path.parent
+        results = read(Results, path)
+        manifest_path = folder / f"manifest_{results.run}.json"
+        if not manifest_path.exists():
+            raise FinReflectError(
+                f"{path}: its run's manifest {manifest_path.name} is not beside it"
+            )
+        panel = panel or results.judges.panel
+    elif path.name.startswith("manifest_") and path.suffix == ".json":
+        manifest_path, folder = path, path.parent
+    else:
+        raise FinReflectError(
+            f"{path} is not a run: give a run folder, a manifest_*.json or a results_*.json"
+        )
+    manifest = read(Manifest, manifest_path)
+    store = RunStore(folder)
+    if not manifest.judging:
+        raise FinReflectError(
+            f"{folder}: run {manifest.run} has no votes yet; run `finreflect-eval judge` and "
+            "`finreflect-eval score` first"
+        )
+    if panel is None:
+        panel = list(manifest.judging)[-1]
+    elif panel not in manifest.judging:
+        raise FinReflectError(
+            f"{folder}: panel '{panel}' has not judged run {manifest.run} (judged by: "
+            f"{', '.join(manifest.judging)})"
+        )
+    results_path = results_path or store.results_path(manifest.run, panel)
+    if not results_path.exists():
+        raise FinReflectError(
+            f"{folder}: run {manifest.run} has no results for panel '{panel}'; run "
+            f"`finreflect-eval score --samples {folder} --judges {panel}` first"
+        )
+    results = read(Results, results_path)
+    if results.run != manifest.run:
+        raise FinReflectError(f"{results_path}: results of run {results.run}, not {manifest.run}")
+
+    def records(task: str) -> Iterator[SampleRecord]:
+        return _read_records(store.samples_path(manifest, task))
+
+    return ViewRun(manifest, results, records, str(folder))
+
+
+def _read_records(path: Path) -> Iterator[SampleRecord]:
+    """A samples file's records one at a time (pydantic's own JSON parser); errors name the
+    file and line."""
+    import json
+
+    if not path.exists():
+        raise FinReflectError(f"{path}: the run's samples file is missing")
+    with path.open("rb") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                yield SampleRecord.model_validate_json(line)
+            except ValueError:
+                try:
+                    data = json.loads(line)
+                except ValueError:
+                    if not line.endswith(b"\n"):
+                        continue  # the line a killed run was writing
+                    raise FinReflectError(f"{path} line {number}: not JSON") from None
+                yield parse(SampleRecord, data, f"{path} line {number}")
