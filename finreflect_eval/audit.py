@@ -30,7 +30,7 @@ from finreflect_eval.criteria import CRITERIA, TRIPLE_CRITERIA, Label
 from finreflect_eval.data import Benchmark
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import JudgeSpec, Panel, judge_request, run_judges, votes_of
-from finreflect_eval.metrics import ALPHA_GATE, Item, aggregate, below_gate, krippendorff_alpha
+from finreflect_eval.metrics import ALPHA_GATE, Item, aggregate, krippendorff_alpha
 from finreflect_eval.models import LM
 from finreflect_eval.records import Case, JudgeAudit, ProbeSpan
 from finreflect_eval.resources import load_yaml, tasks_dir
@@ -369,8 +369,7 @@ def compute_report(audit: JudgeAudit) -> dict[str, Any]:
             if case.probe == "gold" and case.criterion == criterion
             for i in range(len(case.keys))
         ]
-        agreement = krippendorff_alpha(items, judges, seed=audit.seed)
-        report["agreement"][criterion] = agreement | {"below_gate": below_gate(agreement)}
+        report["agreement"][criterion] = krippendorff_alpha(items, judges, seed=audit.seed)
     return report
 
 

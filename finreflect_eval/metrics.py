@@ -174,8 +174,8 @@ class Coincidences:
 
     def agreement(self, totals: np.ndarray | None = None) -> dict[str, Any]:
         """α (nominal; ordinal too where the labels are ordered), each with its interval from
-        `totals` (the bootstrap's replicates of `by_unit`'s column sums), or the reason it is
-        undefined."""
+        `totals` (the bootstrap's replicates of `by_unit`'s column sums), and whether it is
+        below the gate; or the reason it is undefined."""
         result: dict[str, Any] = {
             "alpha": None,
             "ci": None,
@@ -183,6 +183,7 @@ class Coincidences:
             "ordinal_ci": None,
             "reason": None,
             "n_items": self.n_items,
+            "below_gate": False,
         }
         total = self.by_unit.sum(axis=0)
         if self.n_judges < 2:
@@ -202,15 +203,9 @@ class Coincidences:
                 result[f"{key}_ci" if key == "ordinal" else "ci"] = (
                     None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
                 )
+        # Below the gate: the upper end of α's interval (α itself without one) under it.
+        result["below_gate"] = (result["ci"] or [None, result["alpha"]])[1] < ALPHA_GATE
         return result
-
-
-def below_gate(agreement: Mapping[str, Any]) -> bool:
-    """α shows the panel below the gate: the upper end of its interval (α itself where there
-    is none) is under ALPHA_GATE."""
-    ci, alpha = agreement.get("ci"), agreement.get("alpha")
-    high = ci[1] if ci else alpha
-    return high is not None and high < ALPHA_GATE
 
 
 def krippendorff_alpha(

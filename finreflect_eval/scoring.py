@@ -184,10 +184,7 @@ def compute_results(
         results[task] = entry
         metric_names[task] = wanted
         parts[task] = [(aggregation, s.per_span) for aggregation, s in criteria.values()]
-        agreement[task] = {
-            name: Agreement(**s.agreement, below_gate=metrics.below_gate(s.agreement))
-            for name, (_, s) in criteria.items()
-        }
+        agreement[task] = {name: Agreement(**s.agreement) for name, (_, s) in criteria.items()}
         details[task] = TaskDetails(
             mode=info.mode,
             metrics=wanted,
