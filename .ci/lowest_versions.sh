@@ -2,7 +2,7 @@
 # The lowest versions pyproject.toml declares, tested: a new venv in which uv takes each direct
 # dependency at its floor (--resolution lowest-direct; what those need comes at its newest), then
 # the fast tests of the code the floors matter to: the hf backend with prompt-prefix reuse, data
-# (datasets, pyarrow, the Hub), records, tasks, scoring. torch is the one exception: the CPU build
+# (datasets, pyarrow, the Hub), records, tasks, scoring, Ray's replicas. torch is the one exception: the CPU build
 # on this machine's disk (2.13.0) stands in for torch's floor (2.11), the only build at hand.
 # Prints the versions it tested; nothing may skip. Called by .ci/run; runs alone too.
 set -uo pipefail
@@ -28,7 +28,7 @@ echo "torch==2.13.0" >"$work/constraints.txt"
 python3 -m venv "$venv" \
   && "$venv/bin/pip" install -q torch==2.13.0 \
   && "$uv_home/bin/uv" pip install -q --python "$venv/bin/python" --resolution lowest-direct \
-    --compile-bytecode -c "$work/constraints.txt" -e '.[hf,api,dev]' \
+    --compile-bytecode -c "$work/constraints.txt" -e '.[hf,api,dev,ray]' \
   || { echo "lowest versions: cannot install them" >&2; exit 1; }
 
 echo "lowest versions installed:"
@@ -38,19 +38,20 @@ from importlib.metadata import version
 for name in (
     "torch", "transformers", "huggingface-hub", "datasets", "pyarrow", "outlines",
     "outlines-core", "llguidance", "accelerate", "tokenizers", "pydantic", "numpy", "gguf",
-    "evaluate", "krippendorff", "scipy", "jsonschema", "httpx", "lm-eval",
+    "evaluate", "krippendorff", "scipy", "jsonschema", "httpx", "lm-eval", "ray",
 ):
     print(f"  {name:16} {version(name)}")
 EOF
 
-# xgrammar is an extra of its own (its triton is 1 GB): tested at its newest in the main run.
-echo "lowest versions: the [xgrammar] extra is not installed here; its tests are deselected"
+# xgrammar is an extra of its own (its triton is 1 GB): tested at its newest in the main run, as
+# is vLLM's check of the replicas' placement (it needs the [vllm-check] extra).
+echo "lowest versions: the [xgrammar] and [vllm-check] extras are not installed here; their tests are deselected"
 log=$work/pytest.log
-"$venv/bin/python" -m pytest -p no:cacheprovider -m "not slow" -k "not xgrammar" \
+"$venv/bin/python" -m pytest -p no:cacheprovider -m "not slow" -k "not xgrammar and not vllm" \
   tests/test_prefix_reuse.py tests/test_models_hf.py tests/test_models_base.py \
   tests/test_chunking.py tests/test_data.py tests/test_sample.py tests/test_tasks.py \
   tests/test_schema.py tests/test_extraction.py tests/test_records.py tests/test_metrics.py \
-  tests/test_score_index.py tests/test_uncertainty.py 2>&1 | tee "$log"
+  tests/test_score_index.py tests/test_uncertainty.py tests/test_replicas.py 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ] && tail -n 1 "$log" | grep -q "skipped"; then
   echo "lowest versions: a test was skipped; here every one must run" >&2

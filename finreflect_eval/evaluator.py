@@ -56,6 +56,12 @@ from finreflect_eval.tasks import TASK_OVERRIDES, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
+# The candidate's records run, and are saved, in rounds of this many batches (with the cache,
+# every answer is kept as it comes, so a killed run loses none). Replicas run a round's batches
+# at once; as the rounds are the same with one replica or up to this many, so are the batches,
+# and so the outputs. More replicas than this take larger rounds.
+BATCHES_PER_ROUND = 8
+
 
 @dataclass
 class RunConfig:
@@ -219,6 +225,9 @@ def _extract(
             # Spans whose calls failed in transport are asked again (their calls were not cached).
             for task, records in run.records.items():
                 run.records[task] = [r for r in records if not _transport_failed(r)]
+            # The same run may go on with other replica args (fewer replicas after a node is
+            # lost): the record says what ran last, as its `loaded` does.
+            run.manifest.model.args = manifest.model.args
             store.save(run)
         if run.manifest.model.sha not in (None, lm.commit):  # the revision moved on the Hub
             raise FinReflectError(
@@ -230,7 +239,8 @@ def _extract(
         for task_run in task_runs:
             clock = time.perf_counter()
             name = task_run.task.name
-            for records in _pending(run, task_run, lm.batch_size):
+            round_size = lm.batch_size * max(BATCHES_PER_ROUND, lm.data_parallel_size)
+            for records in _pending(run, task_run, round_size):
                 task_run.run("candidate", lm, records, shared=name not in waiting)
                 if name in waiting:  # finished by the normaliser, after the candidate is freed
                     waiting[name].extend(records)

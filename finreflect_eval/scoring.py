@@ -289,6 +289,8 @@ def compute_results(
             model_dtype=loaded.dtype or model.args.get("dtype"),
             batch_size=model.args.get("batch_size"),
             batch_sizes=loaded.batch_sizes,
+            data_parallel_size=loaded.data_parallel_size,
+            replicas=loaded.replicas,
             device=loaded.device or model.args.get("device"),
             use_cache=manifest.cache,
             # A manifest written before `arguments` holds the count only.

@@ -1,7 +1,8 @@
 """Shards: one model's run split across GPUs or machines, then merged back into one run.
 
-vLLM runs one model per process (it refuses `data_parallel_size > 1` in one process), so a model
-runs data-parallel as N processes: `--shard i/N` takes every N-th span of each task, starting at
+For runs without Ray (`data_parallel_size` runs replicas on Ray: `models.replicas`), or under a
+batch scheduler, a model runs data-parallel as N processes: `--shard i/N` takes every N-th span
+of each task, starting at
 the i-th (in dataset order), so the shards are balanced, disjoint and together the whole split.
 Each shard writes its own folder and cache; `merge` puts the records back in dataset order (by
 their `doc_id`) and refuses overlaps and gaps, so the merged run scores exactly like an

@@ -20,6 +20,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.models.replicas import REPLICA_ARGS
 from finreflect_eval.records import (
     Manifest,
     Results,
@@ -295,9 +296,12 @@ def not_a_link(path: Path) -> Path:
 
 
 def identity(manifest: Manifest) -> dict:
-    """What makes two runs the same run: a rerun with these settings continues it."""
+    """What makes two runs the same run: a rerun with these settings continues it (with any
+    number of replicas: a run that lost a node goes on with fewer)."""
+    model = manifest.model.model_dump(exclude={"sha", "loaded"})  # known once it loads
+    model["args"] = {k: v for k, v in model["args"].items() if k not in REPLICA_ARGS}
     return {
-        "model": manifest.model.model_dump(exclude={"sha", "loaded"}),  # known once it loads
+        "model": model,
         "tasks": {
             name: [task.hash, task.generation_kwargs, task.dataset.model_dump()]
             for name, task in manifest.tasks.items()

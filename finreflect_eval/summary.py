@@ -37,16 +37,21 @@ def extraction_table(run: Run) -> str:
 
 def settings_line(results: Results) -> str:
     """lm-eval's line above its table: model, model args, gen_kwargs, limit, num_fewshot and
-    batch size (with the sizes `auto` found)."""
+    batch size (with the sizes `auto` found), then the replicas of a data-parallel run."""
     config = results.config
     args = ",".join(f"{key}={value}" for key, value in config.model_args.items())
     model = f"{config.model} ({args})" if args else config.model
     gen_kwargs = ",".join(f"{key}={value}" for key, value in config.gen_kwargs.items())
     shots = set(results.n_shot[task] for task in results.tasks)
     found = f" ({','.join(map(str, config.batch_sizes))})" if config.batch_sizes else ""
+    replicas = ""
+    if config.replicas:  # data parallel: how the requests were shared out
+        shares = " + ".join(str(replica.requests) for replica in config.replicas)
+        replicas = f", replicas: {config.data_parallel_size} ({shares} requests)"
     return (
         f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}, num_fewshot: "
         f"{shots.pop() if len(shots) == 1 else None}, batch_size: {config.batch_size}{found}"
+        f"{replicas}"
     )
 
 

@@ -97,6 +97,21 @@ def test_panel_parallelism_reaches_the_engine(engine_args_of):
     assert nemotron.trust_remote_code is True and nemotron.tensor_parallel_size == 4
 
 
+def test_a_data_parallel_replica_of_two_gpus_runs_vllm_on_ray(engine_args_of, tiny_model_dir):
+    """What each replica of `tensor_parallel_size=2,data_parallel_size=4` loads in its Ray actor
+    (see test_replicas for its placement group): accepted by vLLM, on vLLM's Ray executor with
+    the group's two GPUs; a one-GPU replica loads as one model does."""
+    args = {"tensor_parallel_size": 2}
+    plan = VLLMModel.replica_plan(args, {"CPU": 16.0, "GPU": 8.0}, 4)
+    engine_args = engine_args_of(ModelSpec(str(tiny_model_dir), "vllm", {**args, **plan.args}))
+    assert engine_args.distributed_executor_backend == "ray"
+    assert engine_args.tensor_parallel_size == 2
+    assert plan.gpus == 2 and all(bundle.get("GPU", 0) == 1 for bundle in plan.bundles)
+    assert plan.actor_gpus == 0 and plan.env == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    one = VLLMModel.replica_plan({}, {"CPU": 16.0, "GPU": 8.0}, 8)
+    assert (one.gpus, one.actor_gpus, one.args) == (1, 1, {})
+
+
 def test_auto_backend_is_refused_before_vllm(real_vllm):
     """vLLM's `auto` cannot keep JSON compact (disable_any_whitespace needs a fixed backend)."""
     with pytest.raises(FinReflectError, match="structured_backend 'auto'"):

@@ -180,28 +180,28 @@ def test_a_killed_extraction_keeps_finished_spans_and_resumes_without_calling_fo
 ):
     args = [
         *("extract", "--model", "candidate", "--backend", "scripted", "--model-args"),
-        "responses=support.scripted_judges:reference_triples,batch_size=2",
-        *("--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "7"),
+        "responses=support.scripted_judges:reference_triples,batch_size=1",
+        *("--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "11"),
         *("--no-cache", "--output-path", str(tmp_path / "out")),
     ]
-    killed = cli(*args, env={**env, "SCRIPTED_JUDGE_DIE_AFTER": "5"})
-    assert killed.returncode == 137  # died on the first span of the third group of two
+    killed = cli(*args, env={**env, "SCRIPTED_JUDGE_DIE_AFTER": "9"})
+    assert killed.returncode == 137  # died on the first span of the second round of eight
     folder = tmp_path / "out" / "candidate"
     (samples,) = folder.glob("samples_finreflect_single_pass_*.jsonl")
     kept = [json.loads(line) for line in samples.read_text().splitlines()]
-    assert [record["doc_id"] for record in kept] == [0, 1, 2, 3]
+    assert [record["doc_id"] for record in kept] == list(range(8))
     run = load_run(folder)
     assert run.manifest.status == "extracting"
 
     resumed = cli(*args, env=env)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     calls = Path(env["SCRIPTED_JUDGE_LOG"]).read_text().count("call")
-    assert calls == 5 + 3  # the rerun asked only for the 3 spans not yet saved (no cache)
+    assert calls == 9 + 3  # the rerun asked only for the 3 spans not yet saved (no cache)
     again = load_run(folder)
     assert again.manifest.run == run.manifest.run and again.manifest.status == "extracted"
     records = again.records["finreflect_single_pass"]
-    assert [record.doc_id for record in records] == list(range(7))
-    assert records[:4] == run.records["finreflect_single_pass"]
+    assert [record.doc_id for record in records] == list(range(11))
+    assert records[:8] == run.records["finreflect_single_pass"]
 
 
 def test_lm_evals_make_table_reads_our_results_with_groups(cli, tmp_path, env):

@@ -11,7 +11,7 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,24 @@ def closed_schema(schema: JsonSchema) -> JsonSchema:
     if closed.get("type") == "object" or "properties" in closed:
         closed.setdefault("additionalProperties", False)
     return closed
+
+
+@dataclass(frozen=True)
+class ReplicaPlan:
+    """What one data-parallel replica of a backend reserves on a Ray cluster (see `replicas`):
+    the bundles of its placement group (its actor runs in the first), the GPUs the actor holds
+    itself, environment variables for the actor, and model args the replica adds."""
+
+    bundles: tuple[dict[str, float], ...] = ({"CPU": 1.0},)
+    actor_gpus: float = 0.0
+    env: dict[str, str] = field(default_factory=dict)
+    args: dict[str, Any] = field(default_factory=dict)
+    # Bundles of one replica on one node (tensor parallel needs one machine's interconnect).
+    strategy: str = "STRICT_PACK"
+
+    @property
+    def gpus(self) -> float:
+        return sum(bundle.get("GPU", 0.0) for bundle in self.bundles)
 
 
 @dataclass(frozen=True)
@@ -224,6 +242,8 @@ class LM(ABC):
     context_length: int | None = None
     # The commit of the Hub repo the weights came from, where the backend resolved one.
     commit: str | None = None
+    # Replicas that run batches at once (`replicas.ReplicatedLM`).
+    data_parallel_size: int = 1
 
     def __init__(
         self,
@@ -245,6 +265,14 @@ class LM(ABC):
         self.max_retries = max_retries
         self.stats: Counter[str] = Counter()
         self.batch_sizes: list[int] = []  # as used, in order of first use (see `resolved`)
+
+    @classmethod
+    def replica_plan(
+        cls, args: dict[str, Any], cluster: Mapping[str, float], replicas: int
+    ) -> ReplicaPlan:
+        """What each of `replicas` replicas of this backend, loaded with `args`, reserves on a
+        Ray cluster of `cluster` resources in all: one CPU, unless the backend needs more."""
+        return ReplicaPlan()
 
     @abstractmethod
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
@@ -321,62 +349,40 @@ class LM(ABC):
             desc=desc or f"{self.backend}:{self.model}",
             disable=not pending or not progress.shown(),
         ) as bar:
-            for start in range(0, len(pending), self.batch_size):
-                batch = pending[start : start + self.batch_size]
-                outcomes = [GenerationResult(text=None) for _ in batch]
-                # Each result is cached once final, as it comes: a killed run keeps every answer
-                # it received. Transport failures are not cached: retried on a rerun.
-                for done in self._generate_validated([requests[i] for i in batch], outcomes):
-                    if self.cache is not None:
-                        self.cache.put_many(
-                            (keys[batch[i]], outcomes[i].to_cache())
-                            for i in done
-                            if outcomes[i].attempts
-                        )
-                    bar.update(len(done))
-                for index, result in zip(batch, outcomes, strict=True):
-                    results[index] = result
+            # Each result is cached once final, as it comes: a killed run keeps every answer it
+            # received. Transport failures are not cached: retried on a rerun.
+            for positions, outcomes, done in self._generate_batches([requests[i] for i in pending]):
+                if self.cache is not None:
+                    self.cache.put_many(
+                        (keys[pending[positions[i]]], outcomes[i].to_cache())
+                        for i in done
+                        if outcomes[i].attempts
+                    )
+                for i in done:
+                    results[pending[positions[i]]] = outcomes[i]
+                bar.update(len(done))
         for index, key in enumerate(keys):
             if results[index] is None:  # a duplicate: a copy of the first one's result
                 first = results[first_of[key]]
                 results[index] = replace(first, cached=True, raw_outputs=list(first.raw_outputs))
         return results  # type: ignore[return-value]
 
-    def _generate_validated(
-        self, requests: list[GenerationRequest], results: list[GenerationResult]
-    ) -> Iterator[list[int]]:
-        """Fill `results` (one per request): each output validated, an invalid one asked again
-        (bounded); yields the indices of results as they become final (no retry left)."""
-        todo = list(range(len(requests)))
-        for attempt in range(self.max_retries + 1):
-            if not todo:
-                break
-            batch = [_retry_request(requests[i], attempt) for i in todo]
-            self.stats["backend_calls"] += 1
-            self.stats["requests_generated"] += len(batch)
-            retry = []
-            for arrived in self._complete_as_done(batch):
-                final = []
-                for position, completion in arrived:
-                    index = todo[position]
-                    result = results[index]
-                    result.prompt_tokens += completion.prompt_tokens
-                    result.completion_tokens += completion.completion_tokens
-                    if completion.error is not None:  # transport failure: report, don't cache
-                        # Even after an invalid output: the whole call is asked again on a rerun.
-                        result.error, result.attempts, result.raw_outputs = completion.error, 0, []
-                        final.append(index)
-                        continue
-                    result.attempts += 1
-                    result.text = completion.text or ""
-                    result.raw_outputs.append(result.text)
-                    schema = requests[index].schema
-                    result.parsed, result.error = validate_output(result.text, schema)
-                    invalid = result.error is not None
-                    (retry if invalid and attempt < self.max_retries else final).append(index)
-                yield final
-            todo = sorted(retry)  # in request order, as the first attempt (batches stay alike)
-        self.stats["failures"] += sum(not r.ok for r in results)
+    def _generate_batches(self, requests: list[GenerationRequest]) -> Iterator[Progress]:
+        """Generate `requests` in batches of `batch_size`, one after the other; yields each
+        batch's progress as its answers arrive (a replica set runs several batches at once)."""
+        for start in range(0, len(requests), self.batch_size):
+            positions = list(range(start, min(start + self.batch_size, len(requests))))
+            batch = Attempts([requests[i] for i in positions], self.max_retries)
+            while attempt := batch.next_attempt():
+                self.count_call(attempt)
+                for arrived in self._complete_as_done(attempt):
+                    yield positions, batch.results, batch.receive(arrived)
+            self.stats["failures"] += batch.failures()
+
+    def count_call(self, requests: list[GenerationRequest]) -> None:
+        """Count one backend call of `requests`."""
+        self.stats["backend_calls"] += 1
+        self.stats["requests_generated"] += len(requests)
 
     def _complete_as_done(
         self, requests: list[GenerationRequest]
@@ -391,6 +397,59 @@ class LM(ABC):
         if result.error is None and result.text is not None:
             result.parsed, result.error = validate_output(result.text, schema)
         return result
+
+
+# (positions of a batch's requests in the list given, the batch's results, those now final)
+Progress = tuple[list[int], list[GenerationResult], list[int]]
+
+
+class Attempts:
+    """One batch on its way to final results: each output validated against its schema, an
+    invalid one asked again with a new seed (at most `max_retries` times). The caller sends
+    `next_attempt()` to the model and hands back what arrives to `receive`."""
+
+    def __init__(self, requests: list[GenerationRequest], max_retries: int) -> None:
+        self.requests = requests
+        self.results = [GenerationResult(text=None) for _ in requests]
+        self.max_retries = max_retries
+        self.attempt = -1
+        self.todo: list[int] = []  # the current attempt's requests, by index in the batch
+        self.retry: list[int] = []
+
+    def next_attempt(self) -> list[GenerationRequest]:
+        """The requests of the next attempt, in request order (empty: every result is final)."""
+        self.attempt += 1
+        self.todo = list(range(len(self.requests))) if self.attempt == 0 else sorted(self.retry)
+        self.retry = []
+        return self.current()
+
+    def current(self) -> list[GenerationRequest]:
+        """The current attempt's requests (again, for a replica that died before answering)."""
+        return [_retry_request(self.requests[i], self.attempt) for i in self.todo]
+
+    def receive(self, arrived: list[tuple[int, Completion]]) -> list[int]:
+        """Record completions by position in the current attempt; the indices now final."""
+        final = []
+        for position, completion in arrived:
+            index = self.todo[position]
+            result = self.results[index]
+            result.prompt_tokens += completion.prompt_tokens
+            result.completion_tokens += completion.completion_tokens
+            if completion.error is not None:  # transport failure: report, don't cache
+                # Even after an invalid output: the whole call is asked again on a rerun.
+                result.error, result.attempts, result.raw_outputs = completion.error, 0, []
+                final.append(index)
+                continue
+            result.attempts += 1
+            result.text = completion.text or ""
+            result.raw_outputs.append(result.text)
+            result.parsed, result.error = validate_output(result.text, self.requests[index].schema)
+            invalid = result.error is not None
+            (self.retry if invalid and self.attempt < self.max_retries else final).append(index)
+        return final
+
+    def failures(self) -> int:
+        return sum(not result.ok for result in self.results)
 
 
 def _retry_request(request: GenerationRequest, attempt: int) -> GenerationRequest:

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models.replicas import REPLICA_ARGS, ReplicatedLM, Replication
 from finreflect_eval.redaction import REDACTED, redact, redact_text
 
 logger = logging.getLogger(__name__)
@@ -325,9 +326,14 @@ def load_model(spec: ModelSpec | LM, *, cache_path: str | Path | None = None) ->
     _check_args(backend, spec)
     cache = ResponseCache(cache_path) if cache_path is not None else None
     logger.info("loading %s model %s", spec.backend, spec.model)
+    args = dict(spec.args)
+    replication = Replication.take(args)
     lm = None
     try:
-        lm = backend(spec.model, cache=cache, **spec.args)
+        if replication.on_ray:
+            lm = ReplicatedLM(backend, spec.model, args, replication, cache)
+        else:
+            lm = backend(spec.model, cache=cache, **args)
         yield lm
     finally:
         if lm is not None:
@@ -363,6 +369,15 @@ def _check_args(backend: type[LM], spec: ModelSpec) -> None:
         with suppress(Exception):
             annotations.update(typing.get_type_hints(cls.__init__))
     accepted -= {"self", "model", "cache", "args", "kwargs"}
+    if backend.remote:  # a server runs its own replicas; requests to it go concurrently
+        if "data_parallel_size" in spec.args:
+            raise FinReflectError(
+                f"data_parallel_size is for models run here (hf, vllm); backend "
+                f"'{spec.backend}' sends requests to a server: raise max_concurrency instead"
+            )
+    else:
+        accepted.update(REPLICA_ARGS)
+        annotations.update(REPLICA_ARGS)
     unknown = sorted(set(spec.args) - accepted)
     if unknown:
         raise FinReflectError(

@@ -13,7 +13,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -23,6 +23,7 @@ from finreflect_eval.models._base import (
     Completion,
     GenerationRequest,
     JsonSchema,
+    ReplicaPlan,
     closed_schema,
     hub_commit,
     tokenizer_info,
@@ -180,6 +181,17 @@ class HFModel(LM):
                     model,
                     obstacle,
                 )
+
+    @classmethod
+    def replica_plan(
+        cls, args: dict[str, Any], cluster: Mapping[str, float], replicas: int
+    ) -> ReplicaPlan:
+        """A GPU per replica where the cluster has GPUs (and the model is not asked onto the
+        CPU): Ray shows each replica its own GPU alone. On CPUs, an equal share of them: Ray
+        sets a replica's torch threads to the CPUs it reserves."""
+        if cluster.get("GPU") and "cpu" not in (args.get("device"), args.get("device_map")):
+            return ReplicaPlan(bundles=({"CPU": 1.0, "GPU": 1.0},), actor_gpus=1.0)
+        return ReplicaPlan(bundles=({"CPU": float(max(1, cluster.get("CPU", 1) // replicas))},))
 
     def identity(self) -> dict[str, Any]:
         return {

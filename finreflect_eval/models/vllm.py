@@ -8,6 +8,7 @@ vLLM's engine needs a GPU, so the backend is a thin, literal translation to vLLM
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
 from finreflect_eval.errors import FinReflectError
@@ -16,6 +17,7 @@ from finreflect_eval.models._base import (
     Completion,
     GenerationRequest,
     Message,
+    ReplicaPlan,
     closed_schema,
     hub_commit,
     tokenizer_info,
@@ -66,6 +68,9 @@ class VLLMModel(LM):
     Args (besides those of `LM`):
         tensor_parallel_size: GPUs the weights are split across (tensor parallel).
         pipeline_parallel_size: GPUs (or nodes) the layers are split across (pipeline parallel).
+        distributed_executor_backend: how vLLM runs its GPU workers ("mp": processes on this
+            machine, "ray": Ray actors); None: vLLM's choice. A data-parallel replica with more
+            than one GPU uses "ray", in its own placement group (see `replica_plan`).
         gpu_memory_utilization: share of each GPU's memory vLLM may take for weights and KV cache.
         max_model_len: context length; None keeps the model's own.
         enable_prefix_caching: reuse the KV cache of shared prompt prefixes (every request of a
@@ -94,7 +99,7 @@ class VLLMModel(LM):
         max_retries: int = 2,
         tensor_parallel_size: int = 1,
         pipeline_parallel_size: int = 1,
-        data_parallel_size: int = 1,
+        distributed_executor_backend: Literal["mp", "ray"] | None = None,
         gpu_memory_utilization: float = 0.9,
         max_model_len: int | None = None,
         enable_prefix_caching: bool = True,
@@ -112,11 +117,6 @@ class VLLMModel(LM):
             batch_size=256 if batch_size == "auto" else batch_size,
             max_retries=max_retries,
         )
-        if data_parallel_size != 1:  # lm-eval's flag; vLLM's offline engine is one replica
-            raise FinReflectError(
-                f"data_parallel_size={data_parallel_size}: run one shard per replica instead "
-                "(--shard I/N on each GPU, then judge and score the shards' folders together)"
-            )
         structured_outputs = structured_outputs_config(structured_backend)
         try:
             import vllm
@@ -131,7 +131,14 @@ class VLLMModel(LM):
         self.dtype = dtype
         self.structured_backend = structured_backend
         self.enable_thinking = enable_thinking
-        optional = {"max_model_len": max_model_len} if max_model_len is not None else {}
+        optional = {
+            name: value
+            for name, value in (
+                ("max_model_len", max_model_len),
+                ("distributed_executor_backend", distributed_executor_backend),
+            )
+            if value is not None
+        }
         self.llm: Any = vllm.LLM(
             model=model,
             revision=revision,
@@ -153,6 +160,27 @@ class VLLMModel(LM):
         self.context_length = getattr(model_config, "max_model_len", None)
         if enable_thinking is not None and not chat:
             logger.warning("enable_thinking is ignored: %s is run without a chat template", model)
+
+    @classmethod
+    def replica_plan(
+        cls, args: dict[str, Any], cluster: Mapping[str, float], replicas: int
+    ) -> ReplicaPlan:
+        """`tensor_parallel_size` × `pipeline_parallel_size` GPUs per replica, one per bundle
+        (vLLM's rule for a placement group). With one GPU, the replica's actor holds it and vLLM
+        runs in the actor; with more, vLLM's Ray workers take them from the replica's placement
+        group (the actor only holds a CPU), on one node unless the pipeline spans nodes. vLLM's
+        own processes start by `spawn`: forking a process that runs Ray hangs (lm-eval #1734,
+        lighteval #670)."""
+        gpus = int(args.get("tensor_parallel_size", 1)) * int(args.get("pipeline_parallel_size", 1))
+        env = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+        if gpus == 1:
+            return ReplicaPlan(bundles=({"CPU": 1.0, "GPU": 1.0},), actor_gpus=1.0, env=env)
+        return ReplicaPlan(
+            bundles=({"CPU": 1.0, "GPU": 1.0},) + ({"GPU": 1.0},) * (gpus - 1),
+            env=env,
+            args={"distributed_executor_backend": "ray"},
+            strategy="STRICT_PACK" if int(args.get("pipeline_parallel_size", 1)) == 1 else "PACK",
+        )
 
     def identity(self) -> dict[str, Any]:
         return {

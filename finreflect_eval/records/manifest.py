@@ -64,6 +64,20 @@ class ShardInfo(Record):
     count: int = Field(ge=1)
 
 
+class ReplicaInfo(Record):
+    """One data-parallel replica (`data_parallel_size`): where it ran and what it did."""
+
+    node: str
+    """The IP address of the Ray node its actor ran on."""
+    gpus: int = 0
+    """GPUs its placement group reserved (tensor × pipeline parallel size; 0: on CPUs)."""
+    gpu_ids: list[str] = []
+    """The GPUs Ray gave its actor (empty where vLLM's own workers hold them)."""
+    batch_sizes: list[int] = []
+    requests: int = 0
+    """Requests it generated in this load (retries included)."""
+
+
 class LoadedModel(Record):
     """What the backend resolved when it loaded the model and ran it (lm-eval's
     `get_model_info`, `batch_sizes` and tokenizer information); None where the backend cannot
@@ -85,6 +99,9 @@ class LoadedModel(Record):
     eot_token_id: int | None = None
     max_length: int | None = None
     """The most tokens (prompt and output) the model takes."""
+    data_parallel_size: int = 1
+    """Replicas of the model that ran the requests (on Ray)."""
+    replicas: list[ReplicaInfo] = []
 
 
 class ModelInfo(Record):

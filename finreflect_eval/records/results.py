@@ -25,6 +25,7 @@ from finreflect_eval.records.manifest import (
     DatasetInfo,
     Environment,
     JudgeMember,
+    ReplicaInfo,
 )
 from finreflect_eval.records.samples import (
     Vote,
@@ -54,6 +55,10 @@ class RunSettings(Record):
     """As given (`auto`, or a number)."""
     batch_sizes: list[int] = []
     """As the run found them (`auto`), or the one given."""
+    data_parallel_size: int = 1
+    """Replicas of the candidate that ran the requests (on Ray)."""
+    replicas: list[ReplicaInfo] = []
+    """Each replica's node, GPUs and request count (`data_parallel_size` > 1)."""
     device: str | None = None
     use_cache: str | None = None
     """The response cache (as the manifest records it)."""
