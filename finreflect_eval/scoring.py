@@ -292,6 +292,8 @@ def compute_results(
             data_parallel_size=loaded.data_parallel_size,
             replicas=loaded.replicas,
             device=loaded.device or model.args.get("device"),
+            device_map=loaded.device_map,
+            attn_implementation=loaded.attn_implementation,
             use_cache=manifest.cache,
             # A manifest written before `arguments` holds the count only.
             limit=manifest.dataset.limit if given.limit is None else given.limit,

@@ -64,13 +64,18 @@ def test_one_compiled_generator_per_schema(tiny_model_dir):
         ("xgrammar", "XGrammarBackend"),
     ],
 )
-def test_the_grammar_engine_is_set_up_once_per_loaded_model(
+def test_the_grammar_engine_is_set_up_once_per_tokenizer(
     tiny_model_dir, structured_backend, engine, monkeypatch
 ):
     needs(structured_backend)
     # Setting one up reads the whole vocabulary (seconds for a 262k one): not once per schema,
-    # so a judge's schema per triple count costs milliseconds.
+    # so a judge's schema per triple count costs milliseconds, and not once per model loaded,
+    # so judges on the candidate's model (the demo panel) reuse it.
     import outlines.backends
+
+    from finreflect_eval.models import hf
+
+    monkeypatch.setattr(hf, "GRAMMAR_ENGINES", {})
 
     made = []
 
@@ -86,6 +91,8 @@ def test_the_grammar_engine_is_set_up_once_per_loaded_model(
         results = lm.generate(requests(2))
         assert all(result.ok for result in results)
         assert len(lm._generators) == 4
+    with load_model(spec(tiny_model_dir, structured_backend=structured_backend)) as lm:
+        assert all(result.ok for result in lm.generate(requests(2)))
     assert len(made) == 1
 
 
@@ -223,10 +230,15 @@ def test_a_prompt_over_the_context_is_refused_before_generating(tiny_model_dir):
         assert lm.stats["requests_generated"] == 0  # nothing of the batch was generated
 
 
-def test_batch_size_auto_finds_the_largest_batch_that_fits(tiny_model_dir):
+def test_batch_size_auto_finds_the_largest_batch_that_fits(tiny_model_dir, monkeypatch):
     """lm-eval's --batch_size auto: accelerate's search from max_batch_size down, on a forward
-    pass of the longest request; again when longer requests come."""
-    with load_model(spec(tiny_model_dir, batch_size="auto", max_batch_size=16)) as lm:
+    pass of the longest request; again when longer requests come; not again for a later load
+    of the same checkpoint (judges on the candidate's model)."""
+    from finreflect_eval.models import hf
+
+    monkeypatch.setattr(hf, "FITTED_BATCHES", {})
+    auto = spec(tiny_model_dir, batch_size="auto", max_batch_size=16)
+    with load_model(auto) as lm:
         forward, tried = lm.hf_model.forward, []
 
         def limited(input_ids=None, **kwargs):
@@ -252,6 +264,14 @@ def test_batch_size_auto_finds_the_largest_batch_that_fits(tiny_model_dir):
         lm.hf_model.forward = nothing_fits
         with pytest.raises(FinReflectError, match=r"no batch of requests of \d+ tokens fits"):
             lm.generate([GenerationRequest(prompt="revenue " * 99, max_tokens=8)])
+    with load_model(auto) as lm:
+
+        def search(length):
+            raise AssertionError(f"searched again for {length} tokens")
+
+        lm._largest_batch = search
+        lm.generate(short)
+        assert lm.batch_size == 5
 
 
 def test_device_and_dtype_as_lm_eval_writes_them(tiny_model_dir):
@@ -266,3 +286,54 @@ def test_device_and_dtype_as_lm_eval_writes_them(tiny_model_dir):
     both = spec(tiny_model_dir, device="cpu", device_map="auto")
     with pytest.raises(FinReflectError, match="not both"), load_model(both):
         pass
+
+
+@pytest.mark.parametrize(
+    ("checkpoint_dtype", "flash_attn", "loaded_as", "attention"),
+    [
+        ("float32", False, "bfloat16", None),  # halved where the GPU takes bfloat16
+        ("bfloat16", True, "auto", "flash_attention_2"),  # the checkpoint's own; flash-attn used
+    ],
+)
+def test_gpu_defaults(
+    tiny_model_dir, tmp_path, monkeypatch, checkpoint_dtype, flash_attn, loaded_as, attention
+):
+    """On a GPU, `dtype=auto` keeps a half-precision checkpoint's dtype and runs a float32 one in
+    bfloat16; flash-attn is used where installed. (No GPU here: CUDA is reported present and the
+    load is run on the CPU, to check what the backend asks transformers for.)"""
+    import json
+    import shutil
+
+    import torch
+    import transformers
+
+    from finreflect_eval.models.hf import HFModel
+
+    folder = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, folder)
+    config = json.loads((folder / "config.json").read_text())
+    (folder / "config.json").write_text(json.dumps({**config, "dtype": checkpoint_dtype}))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    found = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: (
+            (object() if flash_attn else None) if name == "flash_attn" else found(name, *a)
+        ),
+    )
+    asked = {}
+    load = transformers.AutoModelForCausalLM.from_pretrained
+
+    def on_the_cpu(source, **kwargs):
+        asked.update(kwargs)
+        kwargs.pop("attn_implementation", None)  # flash-attn is not installed here
+        return load(source, **{**kwargs, "device_map": None})
+
+    monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained", on_the_cpu)
+    lm = HFModel(str(folder), prefix_cache_tokens=0)
+    assert asked["dtype"] == loaded_as and lm.dtype == loaded_as
+    assert asked.get("attn_implementation") == attention
+    assert asked["device_map"] == "auto"
+    assert lm.resolved()["attn_implementation"]  # what ran is recorded

@@ -3,17 +3,13 @@ alias), with JSON-schema-constrained decoding through outlines and batched gener
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib.util
 import json
 import logging
-import os
-import shutil
-import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -29,6 +25,7 @@ from finreflect_eval.models._base import (
     tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._gguf import convert_gguf
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
 from finreflect_eval.resources import cache_root
@@ -41,30 +38,19 @@ StructuredBackend = Literal["outlines_core", "xgrammar", "llguidance"]
 WHITESPACE = r"[ ]?"
 
 
+# Grammar engines by structured backend and tokenizer. Setting one up reads the whole vocabulary
+# (4-6 s for a 262k one, once per loaded model before), and the models of a run often share a
+# tokenizer: the demo panel is the embedded model three times, beside the same candidate. An
+# engine holds what it made of the vocabulary, not the model, so it outlives the model freely.
+GRAMMAR_ENGINES: dict[tuple, Any] = {}
+MAX_GRAMMAR_ENGINES = 4
+
+# Batch sizes `auto` found, by checkpoint, dtype, device and max_batch_size: {tokens: size}.
+FITTED_BATCHES: dict[tuple, dict[int, int]] = {}
+
 DTYPES = ("auto", "float32", "float16", "bfloat16")
+FULL_PRECISION = ("float32", "None")  # a config without a dtype means float32 weights
 DTYPE_ALIASES = {"float": "float32", "half": "float16"}  # torch's names, as lm-eval users write
-
-
-@contextlib.contextmanager
-def _gguf_parsed_once() -> Iterator[None]:
-    """transformers parses a GGUF file three times to load it (config, weights, tokenizer), and
-    parsing a 262k-token vocabulary in gguf's Python reader takes seconds each (~14 s on 2 CPU
-    cores for the embedded model): parse each file once while this lasts."""
-    import gguf
-
-    reader_class, readers = gguf.GGUFReader, {}
-
-    def reader(path: Any, *args: Any, **kwargs: Any) -> Any:
-        key = (str(path), args, tuple(sorted(kwargs.items())))
-        if key not in readers:
-            readers[key] = reader_class(path, *args, **kwargs)
-        return readers[key]
-
-    gguf.GGUFReader = reader  # transformers imports it from gguf on every load
-    try:
-        yield
-    finally:
-        gguf.GGUFReader = reader_class
 
 
 class HFModel(LM):
@@ -74,7 +60,8 @@ class HFModel(LM):
         gguf_file: file name of a GGUF checkpoint inside `model` (a folder or Hub repo); also
             implied when `model` is a path to a `.gguf` file or an embedded alias. Converted once
             to a cached safetensors folder, so later loads skip the slow dequantisation.
-        dtype: torch dtype name or "auto" (float32 on CPU, the checkpoint's dtype on GPU).
+        dtype: torch dtype name or "auto": float32 on CPU; on a GPU the checkpoint's dtype, but
+            bfloat16 for a float32 (or unstated) one where the GPU supports it.
         batch_size: requests per generate call, or "auto": the largest batch whose forward pass
             over the longest prompt plus max_tokens fits in memory, found as lm-eval does
             (accelerate's `find_executable_batch_size` from `max_batch_size` down), again when
@@ -86,6 +73,8 @@ class HFModel(LM):
         structured_backend: outlines backend compiling the JSON schema into a logits processor.
         prefix_cache_tokens: prompt positions whose key/value states are kept for reuse by
             later prompts that start the same way (see `_prefix`); 0 turns reuse off.
+        attn_implementation: transformers' attention kernel; None: flash_attention_2 on a GPU
+            where flash-attn is installed, else transformers' default (SDPA).
     """
 
     backend = "hf"
@@ -106,6 +95,7 @@ class HFModel(LM):
         trust_remote_code: bool = False,
         structured_backend: StructuredBackend = "llguidance",
         prefix_cache_tokens: int = 16384,
+        attn_implementation: str | None = None,
     ) -> None:
         self.auto_batch = batch_size == "auto"
         super().__init__(
@@ -147,13 +137,24 @@ class HFModel(LM):
         cuda = torch.cuda.is_available()
         on_gpu = cuda and (device or device_map) != "cpu"
         self.dtype = dtype if dtype != "auto" or on_gpu else "float32"
+        if attn_implementation is None and on_gpu and importlib.util.find_spec("flash_attn"):
+            attn_implementation = "flash_attention_2"
+        optional = {"attn_implementation": attn_implementation} if attn_implementation else {}
         try:
+            if self.dtype == "auto" and on_gpu and torch.cuda.is_bf16_supported():
+                # A float32 checkpoint on a GPU runs in bfloat16, as vLLM's "auto" halves one.
+                config = transformers.AutoConfig.from_pretrained(
+                    source, revision=revision, trust_remote_code=trust_remote_code
+                )
+                if str(getattr(config, "dtype", None)).removeprefix("torch.") in FULL_PRECISION:
+                    self.dtype = "bfloat16"
             self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(
                 source,
                 revision=revision,
                 dtype=self.dtype,
                 device_map=device_map or device or ("auto" if cuda else None),
                 trust_remote_code=trust_remote_code,
+                **optional,
             )
             self.tokenizer = transformers.AutoTokenizer.from_pretrained(
                 source, revision=revision, trust_remote_code=trust_remote_code
@@ -203,9 +204,12 @@ class HFModel(LM):
 
     def resolved(self) -> dict[str, Any]:
         template = self.tokenizer.chat_template if self.has_chat_template else None
+        spread = getattr(self.hf_model, "hf_device_map", None)
         return {
             **super().resolved(),
             "device": str(self.hf_model.device),
+            "device_map": spread and {part: str(where) for part, where in spread.items()},
+            "attn_implementation": getattr(self.hf_model.config, "_attn_implementation", None),
             "dtype": str(self.hf_model.dtype).removeprefix("torch."),
             "num_parameters": self.hf_model.num_parameters(),
             **tokenizer_info(self.tokenizer, template, self.context_length),
@@ -222,7 +226,7 @@ class HFModel(LM):
             self.checkpoint_id = converted.name
             if not (converted / "config.json").exists():
                 gguf_path = embedded.gguf_path()
-                self._convert(gguf_path.parent, gguf_path.name, converted)
+                convert_gguf(gguf_path.parent, gguf_path.name, converted, self.revision)
             return str(converted)
         path = Path(model).expanduser()
         if model.startswith(("/", "./", "../", "~")) and not path.exists():  # a path, not an id
@@ -247,38 +251,8 @@ class HFModel(LM):
         converted = cache_root() / "converted" / f"{Path(gguf_file).stem}-{key}"
         self.checkpoint_id = f"{self.checkpoint_id}/{gguf_file}"
         if not (converted / "config.json").exists():
-            self._convert(model, gguf_file, converted)
+            convert_gguf(model, gguf_file, converted, self.revision)
         return str(converted)
-
-    def _convert(self, source: str | Path, gguf_file: str, target: Path) -> None:
-        import transformers
-
-        logger.info("converting %s to safetensors in %s (once)", gguf_file, target)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # Written beside the target and renamed: a concurrent or killed conversion leaves no
-        # half-written folder behind.
-        scratch = Path(tempfile.mkdtemp(prefix=".convert-", dir=target.parent))
-        try:
-            kwargs = {"gguf_file": gguf_file, "revision": self.revision}
-            with _gguf_parsed_once():
-                model = transformers.AutoModelForCausalLM.from_pretrained(
-                    str(source), dtype="float32", **kwargs
-                )
-                tokenizer = transformers.AutoTokenizer.from_pretrained(str(source), **kwargs)
-            # The weights are dequantised to float32 by now; transformers still keeps the GGUF
-            # quantizer attached, which refuses to save. Drop it unless packed layers remain.
-            if any(type(module).__name__.startswith("Gguf") for module in model.modules()):
-                raise FinReflectError(f"{gguf_file}: packed GGUF layers cannot be converted")
-            model.hf_quantizer = None
-            if hasattr(model.config, "quantization_config"):
-                del model.config.quantization_config
-            model.save_pretrained(scratch)
-            tokenizer.save_pretrained(scratch)
-            del model
-            with contextlib.suppress(OSError):  # another process finished first
-                os.replace(scratch, target)
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
 
     # --- generation ---
 
@@ -325,9 +299,8 @@ class HFModel(LM):
         return SteerableGenerator.from_processor(self.outlines_model, processor)
 
     def _engine(self) -> Any:
-        """The loaded model's outlines backend for its `structured_backend`, made once: making
-        one sets up the tokenizer's vocabulary for the grammar engine (seconds for a large
-        one), which `outlines.Generator` would redo for every schema."""
+        """The outlines backend for `structured_backend` and this model's tokenizer, made once
+        per tokenizer (see `GRAMMAR_ENGINES`)."""
         if self._grammar_engine is None:
             from outlines.backends import LLGuidanceBackend, OutlinesCoreBackend, XGrammarBackend
 
@@ -336,7 +309,19 @@ class HFModel(LM):
                 "outlines_core": OutlinesCoreBackend,
                 "xgrammar": XGrammarBackend,
             }
-            self._grammar_engine = engines[self.structured_backend](self.outlines_model)
+            tokenizer = self.tokenizer
+            key = (
+                self.structured_backend,
+                type(tokenizer).__name__,
+                tokenizer.name_or_path,
+                len(tokenizer),
+                tokenizer.eos_token_id,
+            )
+            if key not in GRAMMAR_ENGINES:
+                while len(GRAMMAR_ENGINES) >= MAX_GRAMMAR_ENGINES:
+                    GRAMMAR_ENGINES.pop(next(iter(GRAMMAR_ENGINES)))  # the oldest
+                GRAMMAR_ENGINES[key] = engines[self.structured_backend](self.outlines_model)
+            self._grammar_engine = GRAMMAR_ENGINES[key]
         return self._grammar_engine
 
     def model_input(self, request: GenerationRequest) -> Any:
@@ -419,10 +404,20 @@ class HFModel(LM):
         if not self.auto_batch or not requests:
             return
         longest = max(self.prompt_length(r) + r.max_tokens for r in requests)
-        if longest > self._fitted_length:
-            self.batch_size = self._largest_batch(longest)
-            self._fitted_length = longest
-            logger.info("batch size %d for requests up to %d tokens", self.batch_size, longest)
+        if longest <= self._fitted_length:
+            return
+        # A size found for as long requests by an earlier load of this checkpoint here (the
+        # candidate, then judges on the same model) holds: models of a run load one at a time.
+        found = FITTED_BATCHES.setdefault(
+            (self.checkpoint_id, self.dtype, str(self.hf_model.device), self.max_batch_size), {}
+        )
+        known = [length for length in found if length >= longest]
+        if known:
+            self.batch_size = found[min(known)]
+        else:
+            self.batch_size = found[longest] = self._largest_batch(longest)
+        self._fitted_length = longest
+        logger.info("batch size %d for requests up to %d tokens", self.batch_size, longest)
 
     def _largest_batch(self, length: int) -> int:
         import torch

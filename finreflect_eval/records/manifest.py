@@ -84,6 +84,10 @@ class LoadedModel(Record):
     know (a server's model)."""
 
     device: str | None = None
+    device_map: dict[str, str] | None = None
+    """Where each part of the model ran (accelerate's map), where it was spread by one."""
+    attn_implementation: str | None = None
+    """transformers' attention kernel (sdpa, flash_attention_2, eager)."""
     dtype: str | None = None
     """The dtype the weights ran in (`auto` resolved)."""
     num_parameters: int | None = None

@@ -60,6 +60,10 @@ class RunSettings(Record):
     replicas: list[ReplicaInfo] = []
     """Each replica's node, GPUs and request count (`data_parallel_size` > 1)."""
     device: str | None = None
+    device_map: dict[str, str] | None = None
+    """Where each part of the model ran (accelerate's map), where it was spread by one."""
+    attn_implementation: str | None = None
+    """transformers' attention kernel (hf backend)."""
     use_cache: str | None = None
     """The response cache (as the manifest records it)."""
     limit: int | float | None = None
