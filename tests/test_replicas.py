@@ -329,6 +329,21 @@ def test_run_starts_its_own_ray_and_records_the_replicas(cli, env, tmp_path):
     assert all(r["batch_sizes"] == [2] and r["node"] for r in replicas)
 
 
+@pytest.mark.parametrize("address", ["127.0.0.1:1", "ray://127.0.0.1:1", "nowhere"])
+def test_an_unreachable_cluster_is_one_line_at_once(cli, tmp_path, address):
+    """Nothing listens there: one line within seconds (`ray.init` itself waits minutes)."""
+    started = time.perf_counter()
+    result = cli(
+        *("extract", "--model", "candidate", "--backend", "scripted", "--model-args"),
+        f'responses=["{{}}"],ray_address={address}',
+        *("--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "1"),
+        *("--output-path", str(tmp_path / "out")),
+    )
+    assert result.returncode != 0
+    assert f"cannot reach the Ray cluster at {address}" in result.stderr
+    assert len(result.stderr.strip().splitlines()[-1]) > 40 and time.perf_counter() - started < 60
+
+
 def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
     names_the_extra = pytest.raises(FinReflectError, match=r"'finreflect-eval\[ray\]'")

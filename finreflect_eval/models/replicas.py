@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -426,6 +427,7 @@ def _connect(address: str | None) -> bool:
         ) from None
     if ray.is_initialized():
         return False
+    _check_reachable(address or os.environ.get("RAY_ADDRESS"))
     try:
         ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
     except (ConnectionError, ValueError, RuntimeError) as exc:
@@ -434,6 +436,21 @@ def _connect(address: str | None) -> bool:
             f"cannot reach the Ray cluster at {where}: {first_line(exc)}"
         ) from None
     return True
+
+
+def _check_reachable(address: str | None, seconds: float = 10.0) -> None:
+    """A cluster named by HOST:PORT (or ray://HOST:PORT) answers on its port within `seconds`:
+    `ray.init` waits minutes for an address where nothing listens."""
+    if not address or address == "auto" or ("://" in address and not address.startswith("ray://")):
+        return
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=seconds).close()
+    except (OSError, ValueError) as exc:
+        raise FinReflectError(
+            f"cannot reach the Ray cluster at {address}: {first_line(exc)} (give HOST:PORT of a "
+            "running head node, ray://HOST:PORT for Ray Client, or auto)"
+        ) from None
 
 
 def _check_room(plan: ReplicaPlan, size: int) -> None:
