@@ -1,5 +1,6 @@
-"""The one exception type the CLI turns into a one-line message (no traceback), and helpers that
-make one line out of other libraries' errors."""
+"""The one exception type the CLI turns into a one-line message (no traceback; a refused
+submission lists its reasons, a line each), and helpers that make one line out of other
+libraries' errors."""
 
 from __future__ import annotations
 
@@ -8,6 +9,21 @@ from pydantic import ValidationError
 
 class FinReflectError(Exception):
     """A problem with the user's input or environment, explained in one line."""
+
+
+class Refusal(FinReflectError):
+    """A submission refused, with every reason found at once (fixing one and resubmitting hours
+    later only to meet the next would waste a run): `refused: <reason>` when there is one, else
+    `refused: N reasons` and then a line per reason, after `where` (a stored entry's path). The
+    CLI prints every line of it."""
+
+    def __init__(self, reasons: list[str], where: str = "") -> None:
+        self.reasons = reasons
+        if len(reasons) == 1:
+            lines = [f"{where}refused: {reasons[0]}"]
+        else:
+            lines = [f"{where}refused: {len(reasons)} reasons", *(f"- {r}" for r in reasons)]
+        super().__init__("\n".join(lines))
 
 
 # The Python API's argument errors are also the built-in kinds, so a caller that catches

@@ -93,7 +93,9 @@ def test_path_like_model_names_are_refused(runs, tmp_path, name):
     data["results"]["config"]["model_name"] = name
     path = tmp_path / "bundle.json"
     path.write_text(json.dumps(data))
-    with pytest.raises(FinReflectError, match="refused: model name"):
+    with pytest.raises(
+        FinReflectError, match=r"refused: 2 reasons\n- model name .* is not a Hub id"
+    ):
         submit(path, tmp_path / "board")
     assert not (tmp_path / "board").exists()
 
@@ -236,7 +238,8 @@ def _first_sample(data: dict) -> dict:
         ),
         (  # the task's config hash, in the manifest: the task changed since
             lambda data: data["manifest"]["tasks"][TASK].update(hash="0" * 16),
-            rf"^task '{TASK}' hash 0{{16}} differs from this leaderboard's [0-9a-f]+ \(its prompts",
+            rf"^refused: task '{TASK}' hash 0{{16}} differs from this leaderboard's [0-9a-f]+ "
+            r"\(its prompts",
         ),
     ],
 )

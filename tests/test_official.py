@@ -117,19 +117,23 @@ def test_sections_official_community_smoke_and_refusals(cli, tmp_path, env):
     refused = cli("submit", str(tmp_path / "limited" / "acme__kg-2b"), "--leaderboard", str(board))
     assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1
     assert "a --limit 2 run is not a complete run" in refused.stderr
-    # the Hub data without a recorded fingerprint is refused, saying so
-    with pytest.raises(FinReflectError, match=r"fingerprint of .* is not recorded"):
-        from finreflect_eval.leaderboard.verify import registered_dataset
-        from finreflect_eval.records import DatasetInfo
+    # any commit of the Hub data is taken, but a run that names a branch, not a commit, is
+    # refused, saying to rerun (this version records the commit)
+    from finreflect_eval.leaderboard.registry import registered_dataset
+    from finreflect_eval.records import DatasetInfo
 
-        info = DatasetInfo(
-            id="domyn/FinReflectKG-EvalBench",
-            revision="main",
-            split="train",
-            fingerprint="0" * 16,
-            slice=OFFICIAL,
-        )
+    info = DatasetInfo(
+        id="domyn/FinReflectKG-EvalBench",
+        config="default",
+        revision="main",
+        split="train",
+        fingerprint="0" * 16,
+        slice=OFFICIAL,
+    )
+    with pytest.raises(FinReflectError, match=r"names revision 'main' .* not a commit: rerun"):
         registered_dataset(info, REPO / "leaderboard")
+    entry = registered_dataset(info.model_copy(update={"revision": "0" * 40}), REPO / "leaderboard")
+    assert (entry.name, entry.pinned) == ("FinReflectKG-EvalBench, official slice", None)
 
 
 def test_the_committed_leaderboard_checks_and_a_changed_number_is_named(cli, tmp_path):
@@ -190,3 +194,25 @@ def test_dataset_info_shows_the_official_slice(cli, tmp_path):
     assert "| spans | 18 | 36 |" in result.stdout and "| companies | 3 | 3 |" in result.stdout
     sliced = load_benchmark(str(dataset), slice=OFFICIAL)
     assert f"fingerprint {sliced.fingerprint}" in result.stdout
+
+
+def test_the_papers_figures_stand_apart_reported_never_ranked(tmp_path):
+    """The board is not empty on day one: the paper's published figures are reference rows,
+    with the citation, said to be reported and not verified, and in no ranking."""
+    from finreflect_eval.leaderboard.published import load_published
+
+    published = load_published(REPO / "leaderboard")
+    table1 = next(row for row in published if row.scores)
+    assert table1.scores["reflection"]["comprehensiveness"] == 72.01
+    assert "arXiv:2510.05710v1, Table 1" in table1.source
+    page = (REPO / "leaderboard" / "index.html").read_text(encoding="utf-8")
+    assert "reported by the paper, not verified here, never ranked" in page
+    assert 'href="https://arxiv.org/abs/2510.05710v1"' in page
+    rows = json.loads((REPO / "leaderboard" / "leaderboard.json").read_text())
+    assert all(table1.name != row["model"] for row in rows)  # never an entry
+    # A malformed file is one line naming it
+    board = tmp_path / "board"
+    board.mkdir()
+    (board / "published.json").write_text(json.dumps([{**table1.model_dump(), "url": "http://x"}]))
+    with pytest.raises(FinReflectError, match=r"published\.json: .*url"):
+        load_published(board)

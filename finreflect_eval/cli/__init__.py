@@ -1,6 +1,7 @@
 """The `finreflect-eval` command line. Every error reaches the user as one line naming its cause
-(`--verbosity DEBUG` adds the traceback), with a documented exit code: 0 success, 1 a problem
-with the input or the environment, 2 a usage error, 3 an internal error, 130 interrupted."""
+(a refused submission: that line, then a line per reason; `--verbosity DEBUG` adds the
+traceback), with a documented exit code: 0 success, 1 a problem with the input or the
+environment, 2 a usage error, 3 an internal error, 130 interrupted."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.errors import FinReflectError, Refusal, first_line
 from finreflect_eval.redaction import RedactingFilter, redact_text
 
 logger = logging.getLogger("finreflect_eval")
@@ -47,7 +48,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def explain(exc: BaseException) -> tuple[int, str]:
-    """The exit code and the one line for an error that reached the command line."""
+    """The exit code and the one line for an error that reached the command line (a refusal's
+    reasons follow it, a line each)."""
+    if isinstance(exc, Refusal):
+        return USER_ERROR, f"error: {exc}"
     if isinstance(exc, FinReflectError):
         return USER_ERROR, f"error: {_one_line(str(exc))}"
     if isinstance(exc, OSError):  # the disk, the filesystem, permissions

@@ -70,6 +70,8 @@ def load_benchmark(
         # and a broken file is our one-line error below, not datasets' own log lines too
         datasets.logging.set_verbosity(datasets.logging.CRITICAL + 1)
     try:
+        if not local:
+            revision = hub_commit(source, revision)
         with cache as cache_dir:
             benchmark = _load(
                 source,
@@ -100,6 +102,24 @@ def load_benchmark(
         spans = select_slice(benchmark.spans, slice)
         benchmark = replace(benchmark.subset(spans), size=len(spans), slice=slice)
     return benchmark.limited(limit)
+
+
+def hub_commit(repo_id: str, revision: str | None) -> str | None:
+    """The commit a Hub dataset's `revision` (a branch, tag or sha; None: the default branch)
+    points to now. Loading that sha, and recording it, keeps the data and the version a run
+    names the same even if the branch moves meanwhile. Offline it is None: `datasets` then
+    serves its latest cached copy whatever the revision, so which commit is unknown."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
+
+    try:
+        return HfApi().dataset_info(repo_id, revision=revision).sha
+    except OfflineModeIsEnabled:
+        return None
+    except HfHubHTTPError:  # the Hub answered: no such repo or revision, no access (OSErrors)
+        raise
+    except Exception as exc:  # the Hub unreachable (httpx's error types, by hub version)
+        raise ConnectionError(first_line(exc)) from exc
 
 
 def _load(

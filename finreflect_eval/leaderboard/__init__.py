@@ -2,14 +2,16 @@
 
 A submission is a run's results with the manifest and samples (every vote) they follow from,
 stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. `submit` accepts one only when
-it is a complete run (no --limit, no shard) of a task on a dataset listed in `datasets.json`,
-every score recomputed from its samples equals the submitted score, and it is not a duplicate.
-Its section: `official` (ranked: an official dataset slice and an official panel), `community`
-(another panel) or `smoke` (the bundled sample). `build` renders `index.html` (data inline, no
-network), `leaderboard.json` and `leaderboard.csv`, and each entry's report (`view` of the
-stored entry, under `reports/`, linked from its row); `check` tells which of them are stale.
-Modules by job: `verify`, `entries` (storage), `ranking` (paired comparisons, rank ranges,
-ties, ranking stability), `render` (with `templates/`).
+it is a complete run (no --limit, no shard) of a task on a dataset listed in `datasets.json` (an
+official one at any commit the run names), every score recomputed from its samples equals the
+submitted score, and it is not a duplicate; else it lists every reason at once. Its section:
+`official` (ranked per data version, the pinned one first: an official dataset slice and an
+official panel), `community` (another panel) or `smoke` (the bundled sample). `build` renders
+`index.html` (data inline, no network), `leaderboard.json` and `leaderboard.csv`, and each
+entry's report (`view` of the stored entry, under `reports/`, linked from its row); `check`
+tells which of them are stale. Modules by job: `registry` (`datasets.json`, data versions and
+the maintainer's pin), `verify`, `entries` (storage), `ranking` (paired comparisons, rank
+ranges, ties, ranking stability), `render` (with `templates/`).
 """
 
 from pathlib import Path

@@ -6,11 +6,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.errors import FinReflectError, Refusal, first_line
 from finreflect_eval.leaderboard.verify import (
     MAX_SUBMISSION_BYTES,
     Section,
@@ -26,10 +27,12 @@ UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 
 @dataclass
 class RunEntry:
-    """A verified submission of a run, and the section of the page it belongs in."""
+    """A verified submission of a run, the section of the page it belongs in, and whether its
+    data is the pinned version of its dataset (None: none is pinned)."""
 
     submission: Submission
     section: Section
+    pinned: bool | None = None
     kind: Literal["submissions"] = "submissions"
 
     @property
@@ -104,31 +107,53 @@ def _run_id(content: str, date: str) -> str:
     return f"{date}_{hashlib.sha256(content.encode()).hexdigest()[:8]}"
 
 
-def entry_of(content: Submission | JudgeAudit, leaderboard: Path) -> Entry:
-    """The verified entry of a submission or an audit (a one-line error when it fails)."""
+def entry_of(
+    content: Submission | JudgeAudit, leaderboard: Path, others: Sequence[Submission] = ()
+) -> Entry:
+    """The verified entry of a submission (`others`: the entries already stored, earliest
+    first) or of an audit; a refusal when it fails."""
     if isinstance(content, JudgeAudit):
         return AuditEntry(content, verify_audit(content, leaderboard))
-    return RunEntry(content, verify(content, leaderboard))
+    verdict = verify(content, leaderboard, others)
+    return RunEntry(content, verdict.section, verdict.pinned)
 
 
 def load_entries(leaderboard: Path, kind: str) -> list[Entry]:
-    """Every stored submission (`submissions`) or audit (`audits`), re-verified: a file edited
-    in place is an error naming it."""
+    """Every stored submission (`submissions`, earliest run first: the first on a data version
+    fixes its span list) or audit (`audits`), re-verified: a file edited in place is an error
+    naming it."""
     model = Submission if kind == "submissions" else JudgeAudit
-    entries = []
+    stored = []
     for path in sorted((leaderboard / kind).rglob("*.json")):
         if path.parent.parent != leaderboard / kind:  # never shown, so never stored
             raise FinReflectError(
                 f"{path}: an entry must be {kind}/<name>/<run>.json, nothing else"
             )
         try:
-            entries.append(
-                entry_of(parse(model, read_json(path, MAX_SUBMISSION_BYTES), path), leaderboard)
-            )
-        except FinReflectError as exc:  # named once, whoever named it first
-            named = str(exc).startswith(str(path))
-            raise FinReflectError(str(exc) if named else f"{path}: {exc}") from exc
+            stored.append((path, parse(model, read_json(path, MAX_SUBMISSION_BYTES), path)))
+        except FinReflectError as exc:
+            if str(exc).startswith(str(path)):  # named once, whoever named it first
+                raise
+            raise _naming(exc, path) from exc
+    if kind == "submissions":
+        stored.sort(key=lambda item: (item[1].results.run, item[0]))
+    entries: list[Entry] = []
+    for path, content in stored:
+        earlier = [e.submission for e in entries if isinstance(e, RunEntry)]
+        try:
+            entries.append(entry_of(content, leaderboard, earlier))
+        except FinReflectError as exc:
+            if str(exc).startswith(str(path)):  # named once, whoever named it first
+                raise
+            raise _naming(exc, path) from exc
     return entries
+
+
+def _naming(exc: FinReflectError, path: Path) -> FinReflectError:
+    """The error, naming the stored file; a refusal keeps its reasons, a line each."""
+    if isinstance(exc, Refusal):
+        return Refusal(exc.reasons, where=f"{path}: ")
+    return FinReflectError(f"{path}: {exc}")
 
 
 def add_entry(
@@ -137,10 +162,14 @@ def add_entry(
     """Verify a run (or a judge audit) and store it in the leaderboard folder, or open a pull
     request with it on a Hub repo. Returns where it was (or would be) written, and the pull
     request's URL."""
-    entry = entry_of(bundle_run(source), leaderboard)
-    if any(
-        e.duplicate_key() == entry.duplicate_key() for e in load_entries(leaderboard, entry.kind)
-    ):
+    content = bundle_run(source)
+    stored = load_entries(
+        leaderboard, "audits" if isinstance(content, JudgeAudit) else "submissions"
+    )
+    entry = entry_of(
+        content, leaderboard, [e.submission for e in stored if isinstance(e, RunEntry)]
+    )
+    if any(e.duplicate_key() == entry.duplicate_key() for e in stored):
         raise FinReflectError(
             f"refused: {entry.describe()}, this dataset and these task versions is already "
             "on the leaderboard"

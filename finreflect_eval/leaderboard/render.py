@@ -27,6 +27,7 @@ from finreflect_eval.leaderboard.entries import (
     RunEntry,
     load_entries,
 )
+from finreflect_eval.leaderboard.published import load_published
 from finreflect_eval.leaderboard.ranking import Contender
 from finreflect_eval.metrics import ALPHA_GATE
 from finreflect_eval.modes import MODE_NAMES
@@ -43,6 +44,7 @@ REPORTS = "reports"  # <leaderboard>/reports/<org__model>/<run id>/: each entry'
 
 
 SECTIONS = ("official", "community", "smoke")
+VERSION_ORDER = {True: 0, None: 1, False: 2}  # the pinned data version, none pinned, another
 
 
 def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
@@ -50,8 +52,10 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     overall score with its CI, its place among the entries it is compared with (`ranking`: rank
     range, ties, the difference to the next entry with its paired interval, the ranking's
     stability without each judge), the score per mode, per-criterion detail per mode, the
-    judges' α per criterion with its interval, and the agreement gate. Official rows get a
-    `rank`; community and smoke rows are compared, never ranked."""
+    judges' α per criterion with its interval, the agreement gate, and its data version
+    (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
+    version). Official rows get a `rank`, except those on a version other than the pinned one;
+    community and smoke rows are compared, never ranked."""
     rows = []
     contenders = []
     for entry in entries:
@@ -68,6 +72,11 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
             "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
             "panel": results.judges.panel,
             "dataset": dataset_label(results.dataset),
+            "data_version.id": results.dataset.id,
+            "data_version.revision": results.dataset.revision,
+            "data_version.fingerprint": results.dataset.fingerprint,
+            "data_version.slice": results.dataset.slice.name if results.dataset.slice else None,
+            "data_version.pinned": entry.pinned,
             "date": results.run[:10],
             "run_id": entry.run_id,
             "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
@@ -125,10 +134,11 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
         row["next_difference"] = mine.next_difference
         row["next_difference_ci"] = mine.next_difference_ci
         row["ranking_stability"] = mine.stability
-        if row["section"] == "official":
+        if row["section"] == "official" and row["data_version.pinned"] is not False:
             row["rank"] = mine.place
-    # Sections in order; within one, its comparison groups (the group of the best entry
-    # first), each by place; entries without a place last, by model.
+    # Sections in order; within one, the pinned data version first, then those of datasets
+    # with none pinned, then the others; within those, its comparison groups (the group of
+    # the best entry first), each by place; entries without a place last, by model.
     by_overall = sorted(rows, key=lambda r: (r["overall"] is None, -(r["overall"] or 0)))
     first_seen: dict[str, int] = {}
     for row in by_overall:
@@ -136,6 +146,7 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     rows.sort(
         key=lambda r: (
             SECTIONS.index(r["section"]),
+            VERSION_ORDER[r["data_version.pinned"]],
             first_seen[r["comparison_group"]],
             math.inf if standing[r["run_id"]].place is None else standing[r["run_id"]].place,
             r["model"],
@@ -188,14 +199,15 @@ def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
 def render(leaderboard: Path) -> dict[str, str]:
     """The generated files of a leaderboard folder, by name: `index.html`, `leaderboard.json`,
     `leaderboard.csv` and `judges.json`, from the stored (re-verified) entries."""
-    return _files(load_entries(leaderboard, "submissions"), load_entries(leaderboard, "audits"))
+    return _files(leaderboard, load_entries(leaderboard, "submissions"))
 
 
-def _files(entries: list[RunEntry], audits: list[AuditEntry]) -> dict[str, str]:
+def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
     rows = rows_of(entries)
-    judges = judge_rows(audits)
+    judges = judge_rows(load_entries(leaderboard, "audits"))
+    published = [row.row() for row in load_published(leaderboard)]
     return {
-        "index.html": render_html(rows, judges),
+        "index.html": render_html(rows, judges, published),
         "leaderboard.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n",
         "leaderboard.csv": _csv(rows),
         "judges.json": json.dumps(judges, indent=2, ensure_ascii=False) + "\n",
@@ -216,7 +228,7 @@ def build(leaderboard: Path) -> list[Path]:
     under `reports/` (anything else there is removed: the folder is generated)."""
     leaderboard.mkdir(parents=True, exist_ok=True)
     entries = load_entries(leaderboard, "submissions")
-    files = _files(entries, load_entries(leaderboard, "audits"))
+    files = _files(leaderboard, entries)
     for name, text in files.items():
         write_atomic(leaderboard / name, text)
     written = [leaderboard / name for name in files]
@@ -238,7 +250,7 @@ def check(leaderboard: Path) -> list[str]:
     report missing, differing in any file, or of an entry no longer stored."""
     stale = []
     entries = load_entries(leaderboard, "submissions")
-    for name, text in _files(entries, load_entries(leaderboard, "audits")).items():
+    for name, text in _files(leaderboard, entries).items():
         path = leaderboard / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(name)
@@ -344,9 +356,14 @@ def _csv(rows: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str:
+def render_html(
+    rows: list[dict[str, Any]],
+    judges: list[dict[str, Any]],
+    published: list[dict[str, Any]],
+) -> str:
     """The page, from `templates/index.html.jinja` with autoescaping (every value from a
-    submission is escaped); the CSS and JS files are inlined, so the page needs no network."""
+    submission is escaped), with the published reference figures apart; the CSS and JS files
+    are inlined, so the page needs no network."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -356,10 +373,9 @@ def render_html(rows: list[dict[str, Any]], judges: list[dict[str, Any]]) -> str
     sections = {section: [row for row in rows if row["section"] == section] for section in SECTIONS}
     return environment.get_template("index.html.jinja").render(
         sections=sections,
-        notes={
-            "official": comparison_notes(sections["official"]),
-            "community": comparison_notes(sections["community"] + sections["smoke"]),
-        },
+        published=published,
+        versions=version_tables(sections["official"]),
+        community_notes=comparison_notes(sections["community"] + sections["smoke"]),
         alpha_gate=ALPHA_GATE,
         gate_text=gate_text,
         seed=ranking.COMPARISON_SEED,
@@ -392,6 +408,36 @@ def gate_text(row: dict[str, Any]) -> str:
         groups.setdefault(label, []).append(criterion)
     parts = [f"{', '.join(criteria)} ({label})" for label, criteria in groups.items()]
     return f"α under {ALPHA_GATE} on {'; '.join(parts)}: shown, not ranked apart"
+
+
+def version_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The official rows as one table per data version (in the rows' order: the pinned version
+    first, the others last), each with its label ("ID @ commit, fingerprint F, slice S"),
+    whether it is the pinned version (None: its dataset has none pinned), its rows and its
+    comparison notes. Tables are only ranked on the pinned version, or where none is."""
+    tables: dict[tuple, dict[str, Any]] = {}
+    for row in rows:
+        key = (row["data_version.fingerprint"], row["data_version.slice"])
+        table = tables.setdefault(key, {"pinned": row["data_version.pinned"], "rows": []})
+        table["rows"].append(row)
+    for number, table in enumerate(tables.values(), start=1):
+        table["id"] = "board-official" if number == 1 else f"board-official-{number}"
+        table["label"] = version_label(table["rows"])
+        table["notes"] = comparison_notes(table["rows"])
+    return list(tables.values())
+
+
+def version_label(rows: list[dict[str, Any]]) -> str:
+    """A data version in words: the dataset id and commit it was read from (each, where its
+    entries name several), its fingerprint and its slice."""
+    sources = dict.fromkeys(
+        row["data_version.id"]
+        + (f" @ {row['data_version.revision'][:10]}" if row["data_version.revision"] else "")
+        for row in rows
+    )
+    first = rows[0]
+    part = f"slice {first['data_version.slice']}" if first["data_version.slice"] else "every span"
+    return f"{'; '.join(sources)}, fingerprint {first['data_version.fingerprint']}, {part}"
 
 
 def comparison_notes(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -1,22 +1,30 @@
 """Verifying what is submitted: a run's results (recomputed from its votes) or a judge audit
-(its report recomputed from its verdicts). Whatever is wrong is a one-line refusal."""
+(its report recomputed from its verdicts). Whatever is wrong with a run is one refusal that
+lists every reason found, each saying what to do."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
-
-from pydantic import BaseModel, ConfigDict, ValidationError
 
 from finreflect_eval.audit import compute_report
 from finreflect_eval.criteria import CRITERIA
 from finreflect_eval.data import load_benchmark, span_list
-from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
+from finreflect_eval.errors import FinReflectError, Refusal, first_line
 from finreflect_eval.judging import available_panels, load_panel
+from finreflect_eval.leaderboard.registry import (
+    RegisteredDataset,
+    is_pinned,
+    match_dataset,
+    registered_dataset,
+    registered_datasets,
+    with_sample,
+)
 from finreflect_eval.lm_eval_sample import first_mismatch, submitted
 from finreflect_eval.records import (
     DatasetInfo,
@@ -24,7 +32,6 @@ from finreflect_eval.records import (
     Manifest,
     Results,
     SampleRecord,
-    SliceSpec,
     Submission,
     parse,
     read_json,
@@ -64,9 +71,9 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     return Submission(results=results, manifest=manifest, samples=samples)
 
 
-def one_line_refusal(check: Callable[..., T]) -> Callable[..., T]:
-    """A submission is hostile input: whatever is wrong with it is a one-line refusal, never a
-    traceback (and never a broken `leaderboard build`)."""
+def as_refusal(check: Callable[..., T]) -> Callable[..., T]:
+    """A submission is hostile input: whatever is wrong with it is a refusal, never a traceback
+    (and never a broken `leaderboard build`)."""
 
     def checked(*args: Any, **kwargs: Any) -> T:
         try:
@@ -74,89 +81,137 @@ def one_line_refusal(check: Callable[..., T]) -> Callable[..., T]:
         except FinReflectError:
             raise
         except Exception as exc:
-            raise FinReflectError(f"refused: malformed submission ({first_line(exc)})") from exc
+            raise Refusal([f"malformed submission ({first_line(exc)})"]) from exc
 
     return checked
 
 
-@one_line_refusal
-def verify(submission: Submission, leaderboard: Path) -> Section:
-    """Every check a submission must pass (the first failure is a one-line error); returns the
-    section it belongs in: `official` (a complete run of an official task on an official
-    dataset, judged by an official panel), `community` (the same with another panel) or
-    `smoke` (the bundled sample)."""
+@dataclass(frozen=True)
+class Verdict:
+    """Where a verified run goes on the page."""
+
+    section: Section
+    pinned: bool | None
+    """Its data is the pinned version of its dataset (True) or another one (False, never
+    ranked); None: no version of its dataset is pinned (or it is the bundled sample)."""
+
+
+@as_refusal
+def verify(submission: Submission, leaderboard: Path, others: Sequence[Submission] = ()) -> Verdict:
+    """Every check a submission must pass, all of them at once: one Refusal lists every reason
+    found (a check that needs an earlier one to pass, as recomputing the scores needs valid
+    votes, is left out while it fails). `others`: the entries already on the leaderboard,
+    earliest first (the first on a data version fixes its span list). Returns its section:
+    `official` (a complete run of an official task on an official dataset, judged by an
+    official panel), `community` (the same with another panel) or `smoke` (the bundled
+    sample), and whether its data is the pinned version."""
     results, manifest = submission.results, submission.manifest
-    check_model_name(results.config.model_name)
-    for name, part in (("results", results), ("manifest", manifest)):
-        secret = find_secret(part.model_dump(mode="json", by_alias=True), name)
-        if secret:
-            raise FinReflectError(
-                f"refused: {secret} holds a secret (a URL's user:password, a key or a token); "
-                "a submission is published: rerun with the credentials out of the arguments "
-                "(an API key goes in an environment variable, see api_key_env)"
-            )
-    for task, config in results.configs.items():
-        if "files" not in config:  # a run of a version that recorded the user's folders
-            raise FinReflectError(
-                f"refused: configs.{task} records its task files by local path (a run of an "
-                "older finreflect-eval); rerun it to submit"
-            )
-    if results.config.shard or manifest.shard:
-        raise FinReflectError(
-            "refused: these are one shard's results; merge every shard first "
-            "(finreflect-eval score --samples SHARD_FOLDER...) and submit the merged run"
-        )
     dataset = results.dataset
-    if dataset.limit is not None:
-        raise FinReflectError(
-            f"refused: a --limit {dataset.limit} run is not a complete run of the benchmark; "
-            "run without --limit"
-        )
-    _check_tasks(results, manifest)
-    registered = registered_dataset(dataset, leaderboard)
-    outside = sorted(set(results.tasks) - set(registered.tasks))
+    secrets = _secret_problems(results, manifest)
+    reasons = _model_name_problems(results.config.model_name) + secrets
+    reasons += _run_problems(results, manifest)
+    reasons += _task_problems(results, manifest)
+    registered = None
+    try:
+        registered = match_dataset(dataset, with_sample(registered_datasets(leaderboard)))
+    except FinReflectError as exc:
+        reasons.append(str(exc))
+    outside = sorted(set(results.tasks) - set(registered.tasks)) if registered else []
     if outside:
-        raise FinReflectError(
-            f"refused: task '{outside[0]}' is not a task of dataset '{registered.name}' on this "
-            f"leaderboard (its tasks: {', '.join(registered.tasks)})"
+        reasons.append(
+            f"task '{outside[0]}' is not a task of dataset '{registered.name}' on this "
+            f"leaderboard (its tasks: {', '.join(registered.tasks)}); run those"
         )
     records = submission.samples
     if set(records) != set(manifest.tasks) or set(records) != set(results.tasks):
-        raise FinReflectError("samples, manifest and results name different tasks")
+        raise Refusal([*reasons, "samples, manifest and results name different tasks"])
     panel = results.judges.panel
     if panel not in manifest.judging:
-        raise FinReflectError(f"the manifest has no judging by panel '{panel}'")
-    for judge in manifest.judging[panel].judges:
-        check_printable(judge.model, "judge model")
-        check_printable(judge.name, "judge name")
-    if results.config.allow_failures:
-        raise FinReflectError(
-            "refused: these results were scored with --allow-failures; a leaderboard run has no "
-            "failed calls (rerun the same command to retry them, then score again)"
-        )
-    _check_spans(records, dataset, registered)
-    _check_derived(records)
+        raise Refusal([*reasons, f"the manifest has no judging by panel '{panel}'"])
+    judges = manifest.judging[panel].judges
+    for judge in judges:
+        reasons += _printable_problems(judge.model, "judge model")
+        reasons += _printable_problems(judge.name, "judge name")
+    chosen = dataset.limit is not None or dataset.sections or dataset.samples is not None
+    if not chosen:  # a run on chosen spans covers too few: said above
+        reasons += _span_problems(records, dataset, registered, others)
+    derived = _derived_problems(records)
     # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
-    _check_votes(records, panel, [judge.name for judge in manifest.judging[panel].judges])
-    span_facts, votes = score_tables(manifest, records, panel)
-    failed = FailurePolicy().problems(span_facts, panel)
-    if failed:
-        raise FinReflectError(f"refused: {failed[0]}; rerun the same command to retry them")
-    # Every number must follow from the submitted samples.
-    recomputed = compute_results(manifest, panel, span_facts, votes)
-    difference = first_difference(
-        results.model_dump(mode="json", by_alias=True),
-        recomputed.model_dump(mode="json", by_alias=True),
-    )
-    if difference:
-        raise FinReflectError(f"refused: {difference}")
+    votes_problems = _vote_problems(records, panel, [judge.name for judge in judges])
+    reasons += derived + votes_problems
+    # Nothing follows from samples that do not hold together, and a difference would repeat a
+    # secret: recompute only without those.
+    if not derived and not votes_problems and not secrets:
+        span_facts, votes = score_tables(manifest, records, panel)
+        failed = FailurePolicy().problems(span_facts, panel)
+        reasons += [f"{line}; rerun the same command to retry them" for line in failed]
+        if not failed:  # every number must follow from the submitted samples
+            recomputed = compute_results(manifest, panel, span_facts, votes)
+            difference = first_difference(
+                results.model_dump(mode="json", by_alias=True),
+                recomputed.model_dump(mode="json", by_alias=True),
+            )
+            reasons += [difference] if difference else []
+    if reasons or registered is None:
+        raise Refusal(reasons)
     if registered.section == "smoke":
-        return "smoke"
+        return Verdict("smoke", None)
     official = is_official(panel, [m.model_dump() for m in results.judges.members])
-    return "official" if official else "community"
+    return Verdict("official" if official else "community", is_pinned(dataset, registered))
 
 
-@one_line_refusal
+def _secret_problems(results: Results, manifest: Manifest) -> list[str]:
+    problems = []
+    for name, part in (("results", results), ("manifest", manifest)):
+        secret = find_secret(part.model_dump(mode="json", by_alias=True), name)
+        if secret:
+            problems.append(
+                f"{secret} holds a secret (a URL's user:password, a key or a token); a "
+                "submission is published: rerun with the credentials out of the arguments (an "
+                "API key goes in an environment variable, see api_key_env)"
+            )
+    return problems
+
+
+def _run_problems(results: Results, manifest: Manifest) -> list[str]:
+    """What is wrong with the run as a whole: task files recorded by path, one shard, spans
+    chosen (--limit, --sections, --samples), failures allowed."""
+    problems = []
+    for task, config in results.configs.items():
+        if "files" not in config:  # a run of a version that recorded the user's folders
+            problems.append(
+                f"configs.{task} records its task files by local path (a run of an older "
+                "finreflect-eval); rerun it to submit"
+            )
+    if results.config.shard or manifest.shard:
+        problems.append(
+            "these are one shard's results; merge every shard first (finreflect-eval score "
+            "--samples SHARD_FOLDER...) and submit the merged run"
+        )
+    if results.dataset.limit is not None:
+        problems.append(
+            f"a --limit {results.dataset.limit} run is not a complete run of the benchmark; "
+            "run without --limit"
+        )
+    if results.dataset.sections:
+        problems.append(
+            f"a run on sections {', '.join(results.dataset.sections)} (--sections) is not a "
+            "complete run of the benchmark; run without --sections"
+        )
+    if results.dataset.samples is not None:
+        problems.append(
+            f"a run on {len(results.dataset.samples)} chosen spans (--samples) is not a "
+            "complete run of the benchmark; run without --samples"
+        )
+    if results.config.allow_failures:
+        problems.append(
+            "these results were scored with --allow-failures; a leaderboard run has no failed "
+            "calls (rerun the same command to retry them, then score again)"
+        )
+    return problems
+
+
+@as_refusal
 def verify_audit(audit: JudgeAudit, leaderboard: Path) -> bool:
     """A submitted judge audit: known task and dataset, well-formed cases and verdicts, and a
     report equal to the one recomputed from them; returns whether its panel is official."""
@@ -181,56 +236,118 @@ def verify_audit(audit: JudgeAudit, leaderboard: Path) -> bool:
 def check_model_name(model: Any, what: str = "model name") -> None:
     """A model name becomes a folder name and a row on the page: a Hub id (`org/name`) or a
     plain name, in a safe character set."""
+    problems = _model_name_problems(model, what)
+    if problems:
+        raise Refusal(problems)
+
+
+def _model_name_problems(model: Any, what: str = "model name") -> list[str]:
     if not isinstance(model, str) or not MODEL_NAME.fullmatch(model) or ".." in model:
-        raise FinReflectError(
-            f"refused: {what} {model!r} is not a Hub id (org/name) or a plain name "
-            "(letters, digits, '.', '_', '-'; at most 96 characters a part)"
-        )
+        return [
+            f"{what} {model!r} is not a Hub id (org/name) or a plain name (letters, digits, "
+            "'.', '_', '-'; at most 96 characters a part)"
+        ]
+    return []
 
 
-def check_printable(text: str, what: str) -> None:
+def _printable_problems(text: str, what: str) -> list[str]:
     """Text shown on the page: no control or format characters (bidi overrides can make one
     name read as another)."""
     if len(text) > 200 or any(unicodedata.category(char) in ("Cc", "Cf") for char in text):
-        raise FinReflectError(
-            f"refused: {what} {text[:40]!r} is over 200 characters or holds control characters"
-        )
+        return [f"{what} {text[:40]!r} is over 200 characters or holds control characters"]
+    return []
 
 
-def _check_spans(
-    records: dict[str, list[SampleRecord]], dataset: DatasetInfo, registered: RegisteredDataset
-) -> None:
-    """Every task covers all the spans of the registered dataset's slice, each once (no
-    cherry-picking): the bundled sample's span list is recomputed here; for another dataset the
-    span count and the span list's hash must be the registered ones."""
-    expected = None
+def _span_problems(
+    records: dict[str, list[SampleRecord]],
+    dataset: DatasetInfo,
+    registered: RegisteredDataset | None,
+    others: Sequence[Submission],
+) -> list[str]:
+    """Every task covers the same spans, each once, and all of them (no cherry-picking): for the
+    bundled sample its span list is recomputed here; for a recorded data version the span
+    count and list hash must be the recorded ones. For another version (the leaderboard does
+    not download it) what can be checked is: at most the slice's `per_stratum` spans of a
+    company's 10-K section, and the span list of the entries already on that version."""
+    problems = []
+    lists = {task: [record.span_id for record in rows] for task, rows in records.items()}
+    first_task, first = next(iter(lists.items()), ("", []))
+    for task, ids in lists.items():
+        if len(set(ids)) < len(ids):
+            problems.append(f"task {task} lists a span twice")
+        if ids != first:
+            problems.append(
+                f"task {task} covers other spans than task {first_task}: every task of a run "
+                "covers the same span list; submit the complete run"
+            )
     if dataset.id == "sample":
         benchmark = load_benchmark("sample", split=dataset.split, slice=dataset.slice)
         expected = [(span.span_id, span.text) for span in benchmark.spans]
-    for task, rows in records.items():
-        spans = [(record.span_id, record.text) for record in rows]
-        if len({span_id for span_id, _ in spans}) < len(spans):
-            raise FinReflectError(f"refused: task {task} lists a span twice")
-        if expected is not None and spans != expected:
-            raise FinReflectError(
-                f"refused: task {task} does not cover exactly the spans of the dataset slice"
-            )
-        listed = span_list([span_id for span_id, _ in spans])
-        for key, value in (("count", registered.spans), ("sha256", registered.span_list_sha256)):
-            if value is not None and listed[key] != value:
-                raise FinReflectError(
-                    f"refused: task {task} does not cover exactly the {registered.spans} spans of "
-                    f"'{registered.name}' (span list {key} {listed[key]}, registered {value})"
+        for task, rows in records.items():
+            if [(record.span_id, record.text) for record in rows] != expected:
+                problems.append(
+                    f"task {task} does not cover exactly the spans of the dataset slice"
                 )
+        return problems
+    if registered is not None and registered.fingerprint == dataset.fingerprint:
+        recorded = (("count", registered.spans), ("sha256", registered.span_list_sha256))
+        for task, ids in lists.items():
+            listed = span_list(ids)
+            for key, value in recorded:
+                if value is not None and listed[key] != value:
+                    problems.append(
+                        f"task {task} does not cover exactly the {registered.spans} spans of "
+                        f"'{registered.name}' (span list {key} {listed[key]}, registered {value})"
+                    )
+        return problems
+    if dataset.slice is not None:
+        for task, rows in records.items():
+            strata = Counter((record.ticker, record.section) for record in rows)
+            crowded = [(key, n) for key, n in strata.items() if n > dataset.slice.per_stratum]
+            if crowded:
+                (key, n), *_ = crowded
+                problems.append(
+                    f"task {task} has {n} spans of stratum {key} (company, section): slice "
+                    f"{dataset.slice.name} takes at most {dataset.slice.per_stratum} of each; "
+                    "submit the run of the slice"
+                )
+    version = data_version(dataset)
+    reference = next((o for o in others if data_version(o.results.dataset) == version), None)
+    if reference is not None:  # the first entry on this version fixed its span list
+        ours = span_list(first)
+        theirs = span_list([record.span_id for record in next(iter(reference.samples.values()))])
+        if ours != theirs:
+            problems.append(
+                f"the span list ({ours['count']} spans, sha256 {str(ours['sha256'])[:12]}) is "
+                f"not the one of the entries on data version {dataset.fingerprint} "
+                f"({theirs['count']} spans, sha256 {str(theirs['sha256'])[:12]}, fixed by the "
+                f"first of them, {reference.results.config.model_name}'s run "
+                f"{reference.results.run}); submit the run of the whole slice"
+            )
+    return problems
 
 
-def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: list[str]) -> None:
+def data_version(dataset: DatasetInfo) -> tuple:
+    """What a run's data is, for ranking: its content (fingerprint), split and slice. Runs on
+    one data version cover the same spans."""
+    return (
+        dataset.fingerprint,
+        dataset.split,
+        dataset.slice.model_dump_json() if dataset.slice else None,
+    )
+
+
+def _vote_problems(
+    records: dict[str, list[SampleRecord]], panel: str, judges: list[str]
+) -> list[str]:
     """Each item has one vote from each panel member and nobody else, with a valid label; and
     no judge abstained on more than the failure policy's share of its items (its failed calls
     are counted from the samples' calls too, but the votes say it whatever the calls say)."""
+    problems = []
     limit = FailurePolicy.max_judge_failure_share
     for task, rows in records.items():
         items, abstained = Counter[str](), Counter[str]()
+        malformed = None
         for record in rows:
             for criterion, votes in record.votes.get(panel, {}).items():
                 per_triple = CRITERIA[criterion].per == "triple"
@@ -242,142 +359,82 @@ def _check_votes(records: dict[str, list[SampleRecord]], panel: str, judges: lis
                     len(cast) != n_items or any(v.verdict not in allowed for v in cast)
                     for cast in votes.values()
                 ):
-                    raise FinReflectError(
-                        f"refused: task {task}, span {record.span_id}, {criterion}: the votes "
-                        "are not one valid vote per item from each panel judge"
-                    )
+                    malformed = malformed or f"span {record.span_id}, {criterion}"
+                    continue
                 for judge, cast in votes.items():
                     items[judge] += sum(not vote.synthetic for vote in cast)
                     abstained[judge] += sum(v.verdict is None and not v.synthetic for v in cast)
+        if malformed:  # then the abstentions are not counted right either
+            problems.append(
+                f"task {task}, {malformed}: the votes are not one valid vote per item from each "
+                "panel judge"
+            )
+            continue
         for judge in judges:
             if abstained[judge] > limit * items[judge]:
-                raise FinReflectError(
-                    f"refused: task {task}: judge {judge} abstained on {abstained[judge]} of its "
-                    f"{items[judge]} items (more than {limit * 100:g}%): a failed judge"
+                problems.append(
+                    f"task {task}: judge {judge} abstained on {abstained[judge]} of its "
+                    f"{items[judge]} items (more than {limit * 100:g}%): a failed judge; rerun "
+                    "the same command to retry its calls"
                 )
+    return problems
 
 
-def _check_derived(records: dict[str, list[SampleRecord]]) -> None:
+def _derived_problems(records: dict[str, list[SampleRecord]]) -> list[str]:
     """Each sample's lm-eval hashes and per-sample metrics are what its other fields give, so
-    that the task hashes recomputed from them are of the samples submitted."""
+    that the task hashes recomputed from them are of the samples submitted (the first such
+    sample of each task)."""
+    problems = []
     for task, rows in records.items():
         for record in rows:
             field = first_mismatch(record)
             if field:
-                raise FinReflectError(
-                    f"refused: task {task}, span {record.span_id}: {field} is not what the "
-                    "sample's other fields give (edited samples?)"
+                problems.append(
+                    f"task {task}, span {record.span_id}: {field} is not what the sample's "
+                    "other fields give (edited samples?)"
                 )
+                break
+    return problems
 
 
-def _check_tasks(results: Results, manifest: Manifest) -> None:
+def _task_problems(results: Results, manifest: Manifest) -> list[str]:
     """Each task is this leaderboard's, as it is now: its version, its settings, and its
     config hash (the manifest's: the results' `task_hashes` are lm-eval's, of the samples)."""
+    problems = []
     index = TaskIndex()
     for task in results.tasks:
         known = index.tasks.get(task)
         if known is None:
-            raise FinReflectError(f"task '{task}' is not a task of this leaderboard")
+            problems.append(f"task '{task}' is not a task of this leaderboard")
+            continue
         version = results.versions.get(task)
         if known.config.version != version:
-            raise FinReflectError(
-                f"task '{task}' version {version} is not the current {known.config.version}"
+            problems.append(
+                f"task '{task}' version {version} is not the current {known.config.version}; "
+                "rerun with this version of finreflect-eval"
             )
         config = results.configs.get(task, {})
         for field in TASK_OVERRIDES:  # set for the run by a flag (--num_fewshot, ...)
             if config.get(field) != getattr(known.config, field):
-                raise FinReflectError(
+                problems.append(
                     f"task '{task}' ran with {field}={config.get(field)!r}, not the task's "
-                    f"{getattr(known.config, field)!r}: a changed task is not this leaderboard's"
+                    f"{getattr(known.config, field)!r}: a changed task is not this "
+                    "leaderboard's; rerun without the flag"
                 )
         generation = known.config.generation_kwargs.model_dump()
         if config.get("generation_kwargs") != generation:  # --gen_kwargs, --seed
-            raise FinReflectError(
-                f"task '{task}' ran with generation_kwargs {config.get('generation_kwargs')}, not "
-                f"the task's {generation}: a changed task is not this leaderboard's"
+            problems.append(
+                f"task '{task}' ran with generation_kwargs {config.get('generation_kwargs')}, "
+                f"not the task's {generation}: a changed task is not this leaderboard's; rerun "
+                "without --gen_kwargs and --seed"
             )
         ran = manifest.tasks[task].hash if task in manifest.tasks else None
         if ran != known.hash:
-            raise FinReflectError(
+            problems.append(
                 f"task '{task}' hash {ran} differs from this leaderboard's {known.hash} (its "
-                "prompts, schema or settings changed)"
+                "prompts, schema or settings changed); rerun with this version's tasks"
             )
-
-
-class RegisteredDataset(BaseModel):
-    """One entry of `<leaderboard>/datasets.json`: a dataset (and slice) this leaderboard ranks
-    runs on, and which section its entries go to."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    name: str
-    section: Literal["official", "smoke"]
-    """`official`: ranked (with an official panel); `smoke`: shown apart, never ranked."""
-    id: str
-    config: str | None = None
-    revision: str | None = None
-    split: str = "test"
-    slice: SliceSpec | None = None
-    fingerprint: str | None
-    """The data's fingerprint (`finreflect-eval dataset info`); until it is recorded, no run on
-    this dataset can be verified."""
-    spans: int | None = None
-    """Spans in the slice, where known."""
-    span_list_sha256: str | None = None
-    """The slice's span list (`dataset info`), where known."""
-    tasks: list[str]
-    """The tasks whose runs on this dataset count."""
-
-
-def registered_datasets(leaderboard: Path) -> list[RegisteredDataset]:
-    registry = leaderboard / "datasets.json"
-    data = read_json(registry) if registry.exists() else []
-    try:
-        return [RegisteredDataset.model_validate(entry) for entry in data]
-    except (ValidationError, TypeError) as exc:
-        detail = first_invalid_field(exc) if isinstance(exc, ValidationError) else str(exc)
-        raise FinReflectError(f"{registry}: {detail}") from exc
-
-
-def registered_dataset(dataset: DatasetInfo, leaderboard: Path) -> RegisteredDataset:
-    """The entry of `datasets.json` a run's data is: the same slice and split, and the same
-    content (fingerprint). The bundled sample is known without an entry, as a smoke dataset."""
-    entries = registered_datasets(leaderboard)
-    if not any(entry.id == "sample" for entry in entries):
-        entries.append(sample_entry())
-    for entry in entries:
-        if entry.slice != dataset.slice or entry.split != dataset.split:
-            continue
-        if entry.fingerprint is None and (entry.id, entry.revision) == (
-            dataset.id,
-            dataset.revision,
-        ):
-            raise FinReflectError(
-                f"refused: the fingerprint of '{entry.name}' is not recorded in datasets.json "
-                "yet (a maintainer computes it with `finreflect-eval dataset info`)"
-            )
-        if entry.fingerprint == dataset.fingerprint:
-            return entry
-    slice_name = dataset.slice.name if dataset.slice else "every span"
-    raise FinReflectError(
-        f"refused: dataset {dataset.id!r} (split {dataset.split}, {slice_name}, fingerprint "
-        f"{dataset.fingerprint}) is not a dataset of this leaderboard (datasets.json)"
-    )
-
-
-def sample_entry() -> RegisteredDataset:
-    """The bundled sample: every span of its test split, for the smoke tasks."""
-    sample = load_benchmark("sample", split="test")
-    return RegisteredDataset(
-        name="bundled sample",
-        section="smoke",
-        id="sample",
-        split="test",
-        fingerprint=sample.fingerprint,
-        spans=len(sample.spans),
-        span_list_sha256=str(span_list([s.span_id for s in sample.spans])["sha256"]),
-        tasks=[task.name for task in TaskIndex().resolve(["smoke"])],
-    )
+    return problems
 
 
 def is_official(panel: str, members: list[dict[str, Any]]) -> bool:
