@@ -44,6 +44,8 @@ def run_config(
     backend: str | None = None,
     dataset: str | Path | None = None,
     limit: int | float | None = None,
+    samples: Mapping[str, list[int | str]] | None = None,
+    sections: Sequence[str] | None = None,
     num_fewshot: int | None = None,
     batch_size: int | str | None = None,
     max_batch_size: int | None = None,
@@ -71,7 +73,7 @@ def run_config(
     generation seed (lm-eval's torch seed; None: the tasks' own); the other seeds are lm-eval's,
     with its defaults. An argument of the wrong type or value is an
     `ArgumentTypeError`/`ArgumentValueError` naming it."""
-    check_arguments(locals())  # first: the parameters are all the locals there are
+    check_arguments(locals(), spans_by_task=True)  # first: the parameters are all the locals
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     names = [name for item in names for name in item.split(",") if name]
     if not names:
@@ -96,6 +98,8 @@ def run_config(
         tasks=names,
         dataset=None if dataset is None else os.fspath(dataset),
         limit=limit,
+        sections=None if sections is None else list(sections),
+        samples=None if samples is None else {task: list(ids) for task, ids in samples.items()},
         output_path=output.parent if output.suffix == ".json" else output,
         include_paths=_paths(include_path),
         seed=seed,
@@ -125,7 +129,7 @@ def simple_evaluate(
     rewrite_requests_cache: bool = False,
     delete_requests_cache: bool = False,
     limit: int | float | None = None,
-    samples: dict[str, list[int]] | None = None,
+    samples: dict[str, list[int | str]] | None = None,
     bootstrap_iters: int = BOOTSTRAP_ITERS,
     check_integrity: bool = False,
     write_out: bool = False,
@@ -148,6 +152,7 @@ def simple_evaluate(
     judges: Judges = None,
     backend: str | None = None,
     dataset: str | Path | None = None,
+    sections: Sequence[str] | None = None,
     revision: str | None = None,
     trust_remote_code: bool | None = None,
     output_path: str | Path | None = None,
@@ -171,7 +176,7 @@ def simple_evaluate(
     with it, the results, samples and review queues of `finreflect-eval run`. `judges`
     (keyword-only: not lm-eval's): a panel name or file, a
     `Panel`, loaded `LM`s (a list, or by judge name), or None (the tasks' panel). The other
-    keyword-only arguments and lm-eval's `model` ... `limit`, `system_instruction`,
+    keyword-only arguments and lm-eval's `model` ... `limit`, `samples`, `system_instruction`,
     `fewshot_as_multiturn`, `gen_kwargs` and seeds are `run_config`'s (`torch_random_seed`
     is its `seed`). Of lm-eval's others: `verbosity` sets the `finreflect_eval` logger's level
     (as lm-eval sets its own); `apply_chat_template` True or False (a model's chat template is
@@ -201,6 +206,8 @@ def simple_evaluate(
             backend=backend,
             dataset=dataset,
             limit=limit,
+            samples=samples,
+            sections=sections,
             num_fewshot=num_fewshot,
             batch_size=batch_size,
             max_batch_size=max_batch_size,

@@ -108,6 +108,11 @@ _ARGUMENTS = {
         _optional(_is_number),
         _optional(lambda v: 0 < v < 1 or (v >= 1 and float(v).is_integer())),  # as RunConfig
     ),
+    "sections": _Takes(
+        "a list of 10-K section names (item1, item7, front) or None",
+        _optional(_list_of(_is_str)),
+        lambda v: v is None or len(v) > 0,
+    ),
     "num_fewshot": _Takes(
         "a count (0 or more) or None", _optional(_is_int), lambda v: v is None or v >= 0
     ),
@@ -163,6 +168,11 @@ def _default_only(words: str, of_type: Callable[[Any], bool], refused: str) -> _
     return _Takes(words, of_type, lambda value: not value, refused)
 
 
+# lm-eval's `samples` of `simple_evaluate` and `run_config` (`evaluate_run`'s is a run folder).
+SPANS_BY_TASK = _Takes(
+    "a dict of span indices or ids by task, or None",
+    _optional(lambda v: isinstance(v, Mapping) and all(isinstance(k, str) for k in v)),
+)
 _NO_REQUEST_CACHE = (
     "there is no request cache (prompts are built as the run goes); to call the models again, "
     "give use_cache a new file or False"
@@ -200,11 +210,7 @@ _SIMPLE_EVALUATE = {
     ),
     "rewrite_requests_cache": _default_only("True or False", _is_bool, _NO_REQUEST_CACHE),
     "delete_requests_cache": _default_only("True or False", _is_bool, _NO_REQUEST_CACHE),
-    "samples": _default_only(
-        "a dict of span indices by task, or None",
-        _optional(lambda v: isinstance(v, Mapping)),
-        "a task's spans are chosen by limit or the task's slice (in its YAML: include_path)",
-    ),
+    "samples": SPANS_BY_TASK,
     "check_integrity": _default_only(
         "True or False",
         _is_bool,
@@ -239,11 +245,16 @@ _SIMPLE_EVALUATE = {
 }
 
 
-def check_arguments(arguments: Mapping[str, Any], *, lm_eval: bool = False) -> None:
+def check_arguments(
+    arguments: Mapping[str, Any], *, lm_eval: bool = False, spans_by_task: bool = False
+) -> None:
     """Each argument's type, then its value (see `_ARGUMENTS`), before any work: a mistake
     stops the call with one error naming the argument, not a TypeError deep inside. `lm_eval`:
-    `simple_evaluate`'s arguments, lm-eval's among them (see `_SIMPLE_EVALUATE`)."""
+    `simple_evaluate`'s arguments, lm-eval's among them (see `_SIMPLE_EVALUATE`);
+    `spans_by_task`: `samples` is lm-eval's choice of spans, not a run folder."""
     table = _ARGUMENTS | _SIMPLE_EVALUATE if lm_eval else _ARGUMENTS
+    if spans_by_task:
+        table = table | {"samples": SPANS_BY_TASK}
     for name, value in arguments.items():
         takes = table[name]  # a new parameter of the API needs its entry there
         if not takes.of_type(value):

@@ -23,7 +23,13 @@ from typing import Any
 from pydantic import ValidationError
 
 from finreflect_eval import __version__, judging, review, scoring
-from finreflect_eval.data import Benchmark, load_benchmark, span_list
+from finreflect_eval.data import (
+    Benchmark,
+    load_benchmark,
+    select_samples,
+    select_sections,
+    span_list,
+)
 from finreflect_eval.environment import environment, seed_globals
 from finreflect_eval.errors import (
     FinReflectError,
@@ -37,6 +43,7 @@ from finreflect_eval.models import (
     load_model,
 )
 from finreflect_eval.records import (
+    DatasetInfo,
     LoadedModel,
     Manifest,
     ModelInfo,
@@ -71,6 +78,8 @@ class RunConfig:
     tasks: list[str] = field(default_factory=lambda: ["finreflect"])
     dataset: str | None = None  # overrides every task's dataset_path
     limit: int | float | None = None  # the first N spans of each task, or a fraction (0-1)
+    sections: list[str] | None = None  # only the spans of these 10-K sections (item1, item7)
+    samples: dict[str, list[int | str]] | None = None  # lm-eval's: spans by index or id, by task
     output_path: Path = Path("results")
     cache: Path | None = None  # the response cache file; None: no cache
     include_paths: list[Path] = field(default_factory=list)
@@ -97,6 +106,19 @@ class RunConfig:
                 f"--seed gives the generation seed {self.seed}, --gen-kwargs seed={given}: "
                 "give one of them"
             )
+        if self.sections is not None and not all(name.strip() for name in self.sections):
+            raise FinReflectError("--sections: a section name is empty (e.g. item1,item7)")
+        if self.samples is not None:
+            if self.limit is not None:  # as lm-eval
+                raise FinReflectError("--limit and --samples choose spans both: give one of them")
+            for task, chosen in self.samples.items():
+                if not isinstance(chosen, list) or not all(
+                    isinstance(item, str) or (isinstance(item, int) and not isinstance(item, bool))
+                    for item in chosen
+                ):
+                    raise FinReflectError(
+                        f"--samples: task {task} must map to a list of span indices or span ids"
+                    )
         limit = self.limit
         if isinstance(limit, float) and limit >= 1 and limit.is_integer():
             self.limit = int(limit)  # lm-eval's limit is a float: 2.0 is two spans
@@ -144,35 +166,13 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
     for task in tasks:
         if task.config.normalizer_model is not None:
             check_spec(_spec_of(task.config.normalizer_model))
-    loaded: dict[tuple, Benchmark] = {}
-
-    def split(dataset: str, name: str, limit: int | float | None, spec: Any = None) -> Benchmark:
-        """A split, loaded once; the task's revision, config and slice apply to its own data
-        (`--dataset` may point elsewhere: then only the slice applies)."""
-        own = spec is not None and dataset == spec.dataset_path
-        revision = spec.dataset_revision if own else None
-        config_name = spec.dataset_name if own else None
-        chosen = spec.slice if spec is not None else None
-        key = (dataset, name, revision, config_name, chosen and chosen.model_dump_json(), limit)
-        if key not in loaded:
-            benchmark = load_benchmark(
-                dataset,
-                split=name,
-                revision=revision,
-                config=config_name,
-                slice=chosen,
-                limit=None if isinstance(limit, float) else limit,
-            )
-            if isinstance(limit, float):  # a fraction of the spans, rounded up (as lm-eval)
-                benchmark = benchmark.limited(math.ceil(len(benchmark.spans) * limit))
-            loaded[key] = benchmark
-        return loaded[key]
-
+    spans = SpanSource()
+    check_sample_tasks(config, tasks)
     task_runs, span_lists = [], {}
     for task in tasks:
         spec = task.config
         dataset = config.dataset or spec.dataset_path
-        benchmark = split(dataset, spec.test_split, config.limit, spec)
+        benchmark = spans.of_task(config, task)
         doc_ids = {span.span_id: i for i, span in enumerate(benchmark.spans)}
         span_lists[task.name] = span_list(list(doc_ids))
         if config.shard is not None:
@@ -180,7 +180,7 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
         fewshot = None
         if spec.num_fewshot and spec.fewshot_split:
             source = spec.fewshot_dataset or dataset
-            fewshot = split(source, spec.fewshot_split, spec.num_fewshot)
+            fewshot = spans.split(source, spec.fewshot_split, spec.num_fewshot)
             if len(fewshot.spans) < spec.num_fewshot:
                 raise FinReflectError(
                     f"task {task.name}: num_fewshot {spec.num_fewshot}, but the few-shot split "
@@ -197,6 +197,54 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
     store = RunStore(config.output_dir)
     with writing(store.folder):
         return _extract(config, store, manifest, task_runs, started, panel)
+
+
+def check_sample_tasks(config: RunConfig, tasks: list[Task]) -> None:
+    """`--samples` names only tasks of the run."""
+    unknown = sorted(set(config.samples or {}) - {task.name for task in tasks})
+    if unknown:
+        raise FinReflectError(f"--samples names task '{unknown[0]}', which this run does not run")
+
+
+class SpanSource:
+    """The splits of a run, each loaded once, and each task's spans as the run chooses them:
+    the task's slice, then `--sections`, then `--samples` or `--limit` (`run --check` counts
+    them the same way)."""
+
+    def __init__(self) -> None:
+        self.loaded: dict[tuple, Benchmark] = {}
+
+    def split(
+        self, dataset: str, name: str, limit: int | float | None, spec: Any = None
+    ) -> Benchmark:
+        """A split; the task's revision, config and slice apply to its own data (`--dataset`
+        may point elsewhere: then only the slice applies)."""
+        own = spec is not None and dataset == spec.dataset_path
+        revision = spec.dataset_revision if own else None
+        config_name = spec.dataset_name if own else None
+        chosen = spec.slice if spec is not None else None
+        key = (dataset, name, revision, config_name, chosen and chosen.model_dump_json(), limit)
+        if key not in self.loaded:
+            benchmark = load_benchmark(
+                dataset,
+                split=name,
+                revision=revision,
+                config=config_name,
+                slice=chosen,
+                limit=None if isinstance(limit, float) else limit,
+            )
+            if isinstance(limit, float):  # a fraction of the spans, rounded up (as lm-eval)
+                benchmark = benchmark.limited(math.ceil(len(benchmark.spans) * limit))
+            self.loaded[key] = benchmark
+        return self.loaded[key]
+
+    def of_task(self, config: RunConfig, task: Task) -> Benchmark:
+        """The task's spans in this run (before `--shard`)."""
+        spec = task.config
+        dataset = config.dataset or spec.dataset_path
+        if config.sections or config.samples is not None:
+            return _chosen(config, task.name, self.split(dataset, spec.test_split, None, spec))
+        return self.split(dataset, spec.test_split, config.limit, spec)
 
 
 def _extract(
@@ -344,10 +392,7 @@ def _manifest(
                 generation_kwargs=t.generation.model_dump(),
                 metric_list=t.task.config.metric_list,
                 samples=f"samples_{t.task.name}_{run}.jsonl",
-                dataset=t.benchmark.info(
-                    _span_limit(config, span_lists[t.task.name]),
-                    _config_name(config, t.task.config),
-                ),
+                dataset=_dataset_info(config, t, span_lists),
                 span_list=SpanList(**span_lists[t.task.name]),
                 fewshot=[example["span"].span_id for example in t.fewshot],
             )
@@ -358,6 +403,8 @@ def _manifest(
         seed=config.seed,
         arguments=RunArguments(
             limit=config.limit,
+            sections=config.sections,
+            samples=config.samples,
             gen_kwargs=redact(config.gen_kwargs),
             random_seed=config.random_seed,
             numpy_seed=config.numpy_seed,
@@ -368,14 +415,42 @@ def _manifest(
         ),
         environment=environment(),
         shard=None if config.shard is None else ShardInfo(**vars(config.shard)),
-        dataset=task_runs[0].benchmark.info(
-            _span_limit(config, span_lists[task_runs[0].task.name]),
-            _config_name(config, task_runs[0].task.config),
-        ),
+        dataset=_dataset_info(config, task_runs[0], span_lists),
         cache=_cache_record(config),
         finreflect_eval_version=__version__,
         git_hash=_git_hash(),
     )
+
+
+def _dataset_info(
+    config: RunConfig, task_run: TaskRun, span_lists: dict[str, dict[str, Any]]
+) -> DatasetInfo:
+    """What the run's files say of a task's data, with how its spans were chosen."""
+    name = task_run.task.name
+    info = task_run.benchmark.info(
+        _span_limit(config, span_lists[name]), _config_name(config, task_run.task.config)
+    )
+    chosen = config.samples.get(name) if config.samples else None
+    return info.model_copy(
+        update={
+            "sections": config.sections,
+            "samples": None if chosen is None else list(task_run.doc_ids),
+        }
+    )
+
+
+def _chosen(config: RunConfig, task: str, benchmark: Benchmark) -> Benchmark:
+    """The task's spans that `--sections`, then `--samples` (or `--limit`) choose."""
+    spans = benchmark.spans
+    where = f"task {task}"
+    if config.sections:
+        spans = select_sections(spans, config.sections, where=where)
+    if config.samples is not None and task in config.samples:
+        spans = select_samples(spans, config.samples[task], where=where)
+    limit = config.limit
+    if isinstance(limit, float):  # a fraction of the chosen spans, rounded up (as lm-eval)
+        limit = math.ceil(len(spans) * limit)
+    return benchmark.subset(spans[:limit] if limit is not None else spans)
 
 
 def _span_limit(config: RunConfig, span_list: dict[str, Any]) -> int | None:

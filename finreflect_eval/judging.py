@@ -53,6 +53,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 REASONING_CHARS = 160  # room for the 15 words the prompt asks for
 WARNING_CHARS = 60
+MODEL_NOTES = ("gated", "licence_url", "weights_gb")  # JudgeSpec's facts about its model
 
 
 class TripleVerdict(BaseModel):
@@ -95,9 +96,21 @@ class JudgeSpec(BaseModel):
     model_args: dict[str, Any] = {}
     generation_kwargs: dict[str, Any] = {}
     system_prefix: str = ""
+    # Facts about the model, for `run --check` offline (not recorded with a run): the Hub repo
+    # is gated (its licence page: `licence_url`, default the repo's page), and the approximate
+    # size of its weights download in GB.
+    gated: bool = False
+    licence_url: str | None = Field(None, pattern=r"^https://")
+    weights_gb: float | None = Field(None, gt=0)
 
     # A model the caller loaded (Panel.from_models): used as it is, never loaded or freed here.
     _loaded: LM | None = PrivateAttr(default=None)
+
+    @model_validator(mode="after")
+    def _licence_of_gated(self) -> JudgeSpec:
+        if self.licence_url and not self.gated:
+            raise ValueError("licence_url is for a gated model: add gated: true")
+        return self
 
     @property
     def model_spec(self) -> ModelSpec:
@@ -361,7 +374,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
         description=panel.description,
         judges=[
             JudgeMember(
-                **redact(spec.model_dump(exclude={"generation_kwargs"})),
+                **redact(spec.model_dump(exclude={"generation_kwargs", *MODEL_NOTES})),
                 generation_kwargs=panel.generation(spec).model_dump(),
             )
             for spec in panel.judges

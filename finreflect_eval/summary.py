@@ -44,12 +44,17 @@ def settings_line(results: Results) -> str:
     gen_kwargs = ",".join(f"{key}={value}" for key, value in config.gen_kwargs.items())
     shots = set(results.n_shot[task] for task in results.tasks)
     found = f" ({','.join(map(str, config.batch_sizes))})" if config.batch_sizes else ""
+    chosen = ""  # how a run on part of the data chose its spans (not in lm-eval's line)
+    if results.dataset.sections:
+        chosen += f", sections: {','.join(results.dataset.sections)}"
+    if results.dataset.samples is not None:
+        chosen += f", samples: {len(results.dataset.samples)} spans"
     replicas = ""
     if config.replicas:  # data parallel: how the requests were shared out
         shares = " + ".join(str(replica.requests) for replica in config.replicas)
         replicas = f", replicas: {config.data_parallel_size} ({shares} requests)"
     return (
-        f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}, num_fewshot: "
+        f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}{chosen}, num_fewshot: "
         f"{shots.pop() if len(shots) == 1 else None}, batch_size: {config.batch_size}{found}"
         f"{replicas}"
     )
@@ -70,7 +75,8 @@ def results_table(results: Results) -> str:
             rows.append([name, "group", spans, *cells, *_extraction_cells(entry)])
     header = ["task", "mode", "spans", *letters.values(), "triples/span", "CheckRules"]
     panel = results.judges.panel
-    note = "" if results.judges.official else f" (panel '{panel}' is not official)"
+    note = results.judges.note()
+    note = f" ({note})" if note else ""
     overall = results.overall
     filings = len(results.filings.ids) if results.filings else None
     by_span = f"; resampling spans: {_with_ci(overall.score, overall.ci_span)}"

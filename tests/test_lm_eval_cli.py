@@ -263,8 +263,6 @@ SAMPLE_VALUES = {
 REFUSED = {
     "--config",
     "-C",
-    "--samples",
-    "-E",
     "--cache_requests",
     "--check_integrity",
     "--write_out",

@@ -4,6 +4,7 @@ each command, so `--help` is instant."""
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -93,6 +94,9 @@ def extract(args: argparse.Namespace) -> None:
     from finreflect_eval import evaluator
     from finreflect_eval.summary import extraction_table
 
+    if args.check:
+        _check(_run_config(args), None)
+        return
     run = evaluator.extract(_run_config(args))
     print(extraction_table(run))
     print(f"samples and manifest written to {run.folder}")
@@ -134,11 +138,29 @@ def run(args: argparse.Namespace) -> None:
     config = _run_config(args)
     hub_args = _hub_log_args(args)
     panel = _panel(args, config)  # before any model loads
+    if args.check:
+        _check(config, panel)
+        return
     judged, results = evaluator.evaluate(config, panel, policy=_policy(args))
     print(results_table(results))
     print(f"results, samples and review queues in {judged.folder}")
     if hub_args:
         _push(judged, results, hub_args)
+
+
+def _check(config, panel) -> None:
+    """`--check`: the plan, or each unmet need on a line of its own and a one-line error."""
+    from finreflect_eval.preflight import check_run
+    from finreflect_eval.redaction import redact_text
+
+    report = check_run(config, panel)
+    if report.unmet:
+        for need in report.unmet:  # a URL in a line may hold a key
+            print(f"unmet: {redact_text(need)}", file=sys.stderr)
+        raise FinReflectError(
+            f"--check: {len(report.unmet)} need(s) unmet, listed above; nothing was downloaded"
+        )
+    print(report.plan)
 
 
 def upgrade(args: argparse.Namespace) -> None:
@@ -199,6 +221,15 @@ def leaderboard_build(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def leaderboard_pin_dataset(args: argparse.Namespace) -> None:
+    from finreflect_eval.leaderboard import build
+    from finreflect_eval.leaderboard.registry import pin_dataset
+
+    pinned = pin_dataset(args.leaderboard, args.dataset_id, args.revision, args.dataset_name)
+    build(args.leaderboard)  # the entries on other versions lose their rank
+    print(f"pinned {', '.join(pinned)}; {args.leaderboard / 'index.html'} rebuilt")
+
+
 def audit_judges(args: argparse.Namespace) -> None:
     from finreflect_eval.audit import PROBES, audit_table, run_audit, write_audit
     from finreflect_eval.data import load_benchmark
@@ -248,6 +279,8 @@ def _run_config(args: argparse.Namespace):
         backend=args.backend,
         dataset=args.dataset,
         limit=args.limit,
+        samples=args.samples,
+        sections=args.sections,
         num_fewshot=args.num_fewshot,
         batch_size=args.batch_size,
         max_batch_size=args.max_batch_size,

@@ -5,17 +5,18 @@ options, `-v LEVEL`, no subcommand (then `run`), `--tasks` given again, its `--s
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 # lm-eval's run flags with no counterpart here, and what to use instead (checked against the
 # parsers by tests/test_lm_eval_cli.py).
 _EXTRACT = "for the predictions only, run `finreflect-eval extract`"
 _CONFIG = "give the options on the command line (or call simple_evaluate from Python)"
-_SAMPLES = "a task's spans are chosen by --limit, --shard or the task's `slice` field"
 _WRITE_OUT = "the samples files hold every rendered prompt (`arguments`, as lm-eval logs them)"
 _TRACKERS = "results go to OUTPUT_PATH, and with --hf-hub-log-args to the Hub"
 INSTEAD = {
@@ -23,8 +24,6 @@ INSTEAD = {
     "-x": _EXTRACT,
     "--config": _CONFIG,
     "-C": _CONFIG,
-    "--samples": _SAMPLES,
-    "-E": _SAMPLES,
     "--write-out": _WRITE_OUT,
     "-w": _WRITE_OUT,
     "--wandb-args": _TRACKERS,
@@ -104,6 +103,28 @@ def span_limit(value: str) -> int | float:
             f"must be a positive integer or a fraction between 0 and 1, got {value}"
         )
     return int(number)
+
+
+def spans_by_task(value: str) -> dict[str, list[int | str]]:
+    """lm-eval's `--samples`: a JSON object (or a JSON file's path) mapping each task to the
+    spans to run, by index in its span list or by span id."""
+    text = value
+    if not value.lstrip().startswith(("{", "[")):
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise argparse.ArgumentTypeError(
+                f"not a JSON object nor a readable file: {value} ({exc.strerror})"
+            ) from exc
+    try:
+        chosen = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise argparse.ArgumentTypeError(f"not valid JSON ({exc})") from exc
+    if not isinstance(chosen, dict) or not all(isinstance(v, list) for v in chosen.values()):
+        raise argparse.ArgumentTypeError(
+            'must map each task to a list of span indices or ids, e.g. {"TASK": [0, 5]}'
+        )
+    return chosen
 
 
 def boolean(value: str) -> bool:

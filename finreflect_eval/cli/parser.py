@@ -17,6 +17,7 @@ from finreflect_eval.cli.lm_eval_forms import (
     normalise,
     seeds,
     span_limit,
+    spans_by_task,
     spelled_like,
     typed_options,
 )
@@ -50,7 +51,24 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         "--limit",
         "-L",
         type=span_limit,
-        help="first N spans of each task, or a fraction of them (0.1)",
+        help="first N spans of each task (lm-eval's meaning: in dataset order, after the "
+        "task's slice and --sections), or a fraction of them (0.1)",
+    )
+    parser.add_argument(
+        "--sections",
+        nargs="+",
+        action=SplitList,
+        metavar="NAMES",
+        help="only the spans of these 10-K sections: item1,item1a,item7,... (front: the text "
+        "before Item 1); see `dataset info`",
+    )
+    parser.add_argument(
+        "--samples",
+        "-E",
+        type=spans_by_task,
+        metavar="JSON",
+        help="lm-eval's: the spans to run per task, by index or span id: '{\"TASK\": [0, 5]}' "
+        "or a JSON file (not with --limit)",
     )
     parser.add_argument(
         "--output-path",
@@ -81,6 +99,13 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="I/N",
         help="run shard I of N (every N-th span from the I-th) into OUTPUT_PATH/MODEL/"
         "shard-I-of-N; judge or score all shards' folders together",
+    )
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="a dry run: check what the run needs (tasks, data, models and access to them, disk, "
+        "output folder) and print its plan, or one line per unmet need; no model runs and no "
+        "weight is downloaded",
     )
     lm_eval = parser.add_argument_group(
         "lm-eval's flags", "each becomes a model arg or a task field for this run"
@@ -442,6 +467,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="write nothing; fail when an entry no longer verifies or a generated file is stale",
     )
     sub.set_defaults(func=handlers.leaderboard_build)
+    pin = board_commands.add_parser(
+        "pin-dataset",
+        help="pin the official data version: record a commit's fingerprint and span lists in "
+        "datasets.json (reads the data from the Hub), then rebuild the page",
+    )
+    pin.add_argument(
+        "dataset_id", metavar="ID", help="the dataset's Hub id, as datasets.json names it"
+    )
+    pin.add_argument(
+        "--revision", required=True, help="a commit, or a branch or tag (pins its commit)"
+    )
+    _add_leaderboard(pin)
+    pin.add_argument(
+        "--dataset-name", help="only the entries of this config (lm-eval's dataset_name)"
+    )
+    pin.set_defaults(func=handlers.leaderboard_pin_dataset)
 
     dataset = commands.add_parser("dataset", help="inspect, build and publish benchmark data")
     data_commands = _Commands(

@@ -6,7 +6,6 @@ from finreflect_eval.data._build import (
     build_spans,
     check_output_folder,
     push_dataset,
-    section_slug,
     write_card,
     write_dataset_folder,
 )
@@ -21,7 +20,13 @@ from finreflect_eval.data._records import (
     ReferenceTriple,
     Span,
 )
-from finreflect_eval.data._slice import select_slice, span_list
+from finreflect_eval.data._slice import (
+    section_slug,
+    select_samples,
+    select_sections,
+    select_slice,
+    span_list,
+)
 from finreflect_eval.hashing import text_sha256
 
 __all__ = [
@@ -44,6 +49,8 @@ __all__ = [
     "push_dataset",
     "resolve_dataset",
     "section_slug",
+    "select_samples",
+    "select_sections",
     "select_slice",
     "span_list",
     "text_sha256",

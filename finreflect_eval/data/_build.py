@@ -23,6 +23,7 @@ from finreflect_eval.chunking import (
     token_counter,
 )
 from finreflect_eval.data._records import CONFIGS, FEATURES, Span
+from finreflect_eval.data._slice import section_slug
 from finreflect_eval.errors import FinReflectError, first_line
 from finreflect_eval.hashing import text_sha256
 from finreflect_eval.resources import bundled_path
@@ -252,12 +253,6 @@ def _size_category(n: int) -> str:
         if n < bound:
             return label
     return "100K<n<1M" if n < 1_000_000 else "1M<n<10M"
-
-
-def section_slug(section: str) -> str:
-    """`Item 1A` → `item1a`; the text before the first Item → `front`."""
-    slug = "".join(ch for ch in section.lower() if ch.isalnum())
-    return slug if slug.startswith("item") else "front"
 
 
 def build_spans(

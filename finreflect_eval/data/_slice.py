@@ -1,4 +1,5 @@
-"""A split's official slice: a deterministic, stratified selection of its spans.
+"""Choosing a split's spans: the official slice (a deterministic, stratified selection), and a
+user's choice of sections (`--sections`) or spans (lm-eval's `--samples`).
 
 Spans are grouped by company and 10-K section; in each group the `per_stratum` spans whose ids
 hash lowest (sha256 of `salt:span_id`) are kept, in dataset order. The hash depends only on the
@@ -12,6 +13,7 @@ import hashlib
 from collections.abc import Sequence
 
 from finreflect_eval.data._records import Span
+from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import SliceSpec
 
 
@@ -40,3 +42,44 @@ def span_list(span_ids: list[str]) -> dict[str, int | str]:
     hash of the ids in order."""
     digest = hashlib.sha256("\n".join(span_ids).encode("utf-8")).hexdigest()
     return {"count": len(span_ids), "sha256": digest}
+
+
+def section_slug(section: str) -> str:
+    """`Item 1A` → `item1a`; the text before the first Item → `front`."""
+    slug = "".join(ch for ch in section.lower() if ch.isalnum())
+    return slug if slug.startswith("item") else "front"
+
+
+def select_sections(spans: Sequence[Span], sections: Sequence[str], *, where: str) -> list[Span]:
+    """The spans of these sections (`item1`, `item7`, `front`: `section_slug`'s names, any
+    case), in dataset order; a name that matches no span is an error listing the ones there."""
+    wanted = {section_slug(name) if name.lower() != "front" else "front" for name in sections}
+    present = {section_slug(span.section) for span in spans}
+    unknown = sorted(wanted - present)
+    if unknown:
+        raise FinReflectError(
+            f"{where}: no span of section '{unknown[0]}' (--sections); its sections: "
+            f"{', '.join(sorted(present))}"
+        )
+    return [span for span in spans if section_slug(span.section) in wanted]
+
+
+def select_samples(spans: Sequence[Span], chosen: Sequence[int | str], *, where: str) -> list[Span]:
+    """lm-eval's `--samples` for one task: spans by index in the task's span list (after its
+    slice and `--sections`) or by span id, in dataset order; an unknown one, or one given
+    twice, is an error naming it."""
+    ids = [span.span_id for span in spans]
+    position = {span_id: index for index, span_id in enumerate(ids)}
+    picked: set[int] = set()
+    for item in chosen:
+        index = item if isinstance(item, int) else position.get(item)
+        if index is None or not 0 <= index < len(ids):
+            what = "span" if isinstance(item, str) else "index"
+            raise FinReflectError(
+                f"{where}: --samples names {what} {item!r}, which is not one of its "
+                f"{len(ids)} spans"
+            )
+        if index in picked:
+            raise FinReflectError(f"{where}: --samples names span {ids[index]} twice")
+        picked.add(index)
+    return [span for index, span in enumerate(spans) if index in picked]

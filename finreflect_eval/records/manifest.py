@@ -46,6 +46,10 @@ class DatasetInfo(Record):
     """The task's slice of the split (None: every span)."""
     limit: int | None = None
     """`--limit`: only the first N spans (of the slice) were run."""
+    sections: list[str] | None = None
+    """`--sections`: only the spans of these 10-K sections were run."""
+    samples: list[str] | None = None
+    """`--samples`: only these spans (ids) were run."""
     size: int | None = None
     """Spans in the whole split, or in the slice (None: unknown, e.g. row data streamed under a
     limit)."""
@@ -129,6 +133,10 @@ class RunArguments(Record):
 
     limit: int | float | None = None
     """`--limit` as given: a count of spans, or a fraction of them."""
+    sections: list[str] | None = None
+    """`--sections` as given."""
+    samples: dict[str, list[int | str]] | None = None
+    """`--samples` as given (lm-eval's: span indices or ids by task)."""
     gen_kwargs: dict[str, Any] = {}
     """`--gen-kwargs`: set in every task's generation_kwargs."""
     random_seed: int | None = 0

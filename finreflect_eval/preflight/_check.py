@@ -1,0 +1,211 @@
+"""`run --check`: everything a run needs, checked before any weight is downloaded or any model
+runs: its tasks, its data (and version), every model it loads (exists, accessible, already
+cached or what it downloads), the disk those downloads need, the endpoints it calls and its
+output folder."""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from finreflect_eval import __version__
+from finreflect_eval.data import SAMPLE, Benchmark, load_benchmark, resolve_dataset
+from finreflect_eval.errors import FinReflectError, first_line
+from finreflect_eval.evaluator import RunConfig, SpanSource, check_sample_tasks, with_overrides
+from finreflect_eval.judging import JudgeSpec, Panel
+from finreflect_eval.models import ModelSpec, get_backend
+from finreflect_eval.preflight._models import (
+    HUB_TIMEOUT,
+    Hub,
+    ModelCheck,
+    check_endpoint,
+    check_model,
+    disk_problem,
+)
+from finreflect_eval.preflight._plan import TaskData, render_plan
+from finreflect_eval.tasks import Task, TaskIndex, validate_task
+
+
+@dataclass
+class Preflight:
+    """The check's answer: the needs not met (one line each, naming what to do), and the plan
+    of the run (Markdown), printed when every need is met."""
+
+    unmet: list[str]
+    plan: str
+
+
+def check_run(config: RunConfig, panel: Panel | None = None) -> Preflight:
+    """Check what the run of `config`, judged by `panel` (None: extraction only), needs; run no
+    model, download no weight and write nothing. Offline (HF_HUB_OFFLINE=1, or the Hub found
+    unreachable), what only the Hub could confirm is a need unless the local cache has it."""
+    unmet: list[str] = []
+    hub = Hub()
+    tasks = _tasks(config, unmet)
+    try:
+        check_sample_tasks(config, tasks)
+    except FinReflectError as exc:
+        unmet.append(str(exc))
+    source = SpanSource()
+    data = [_task_data(config, task, hub, source, unmet) for task in tasks]
+    models = _models(config, tasks, panel, hub)
+    unmet += [problem for check in models for problem in check.problems]
+    disk = disk_problem(models)
+    unmet += [disk] if disk else []
+    unmet += _output_problems(config)
+    plan = render_plan(config, data, models, panel, hub.offline)
+    return Preflight(list(dict.fromkeys(unmet)), plan)
+
+
+def _tasks(config: RunConfig, unmet: list[str]) -> list[Task]:
+    """The tasks, resolved and validated as `tasks validate` does (prompts render)."""
+    overrides = {"num_fewshot": config.num_fewshot, "system_instruction": config.system_instruction}
+    try:
+        tasks = [
+            with_overrides(task, overrides)
+            for task in TaskIndex(config.include_paths).resolve(config.tasks)
+        ]
+        span = load_benchmark(SAMPLE, split="test", limit=1).spans[0]
+        dev = load_benchmark(SAMPLE, split="dev", limit=1)
+        fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
+        for task in tasks:
+            validate_task(task, span, fewshot)
+    except FinReflectError as exc:
+        unmet.append(f"tasks: {exc}")
+        return []
+    return tasks
+
+
+def _task_data(
+    config: RunConfig,
+    task: Task,
+    hub: Hub,
+    source: SpanSource,
+    unmet: list[str],
+) -> TaskData:
+    """The task's spans as `evaluator.extract` chooses them (`SpanSource`; then the shard), the
+    data's version, and its few-shot split."""
+    spec = task.config
+    dataset = config.dataset or spec.dataset_path
+    own = dataset == spec.dataset_path
+    revision = spec.dataset_revision if own else None
+    version = _version(dataset, revision, hub, unmet)
+    # The whole split when the task takes a slice of it (official-v1 does), as the run does: for
+    # the Hub's EvalBench data that is a download (data, not weights) the run then reuses.
+    benchmark = _load(unmet, lambda: source.of_task(config, task))
+    spans = None
+    if benchmark is not None:
+        chosen = config.shard.select(benchmark.spans) if config.shard else benchmark.spans
+        spans = len(chosen)
+    if spec.num_fewshot and spec.fewshot_split:
+        shots = spec.fewshot_dataset or dataset
+        fewshot = _load(unmet, lambda: source.split(shots, spec.fewshot_split, spec.num_fewshot))
+        if fewshot is not None and len(fewshot.spans) < spec.num_fewshot:
+            unmet.append(
+                f"task {task.name}: num_fewshot {spec.num_fewshot}, but the few-shot split "
+                f"'{spec.fewshot_split}' of {shots} has {len(fewshot.spans)} span(s)"
+            )
+    return TaskData(task, dataset, version, spans)
+
+
+def _load(unmet: list[str], load: Callable[[], Benchmark]) -> Benchmark | None:
+    """What `load` gives, or None with its error as a need (once: tasks share their data)."""
+    try:
+        return load()
+    except FinReflectError as exc:  # it names the dataset
+        if str(exc) not in unmet:
+            unmet.append(str(exc))
+        return None
+
+
+def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> str:
+    """The data's version: the commit a Hub revision is at (the Hub says), or where it is."""
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if dataset == SAMPLE:
+        return f"bundled with finreflect-eval {__version__}"
+    try:
+        if Path(resolve_dataset(dataset)).exists():
+            return "local"
+        info = hub.ask(hub.api.dataset_info, dataset, revision=revision, timeout=HUB_TIMEOUT)
+    except FinReflectError:
+        return ""  # no such path: loading it says so
+    except GatedRepoError:
+        page = f"https://huggingface.co/datasets/{dataset}"
+        unmet.append(f"dataset {dataset}: gated: accept its terms at {page} and set HF_TOKEN")
+        return ""
+    except RepositoryNotFoundError:
+        unmet.append(f"dataset {dataset}: not found on the Hub, or private: check --dataset")
+        return ""
+    except RevisionNotFoundError:
+        unmet.append(f"dataset {dataset}: no revision '{revision}' on the Hub")
+        return ""
+    except HfHubHTTPError as exc:
+        unmet.append(f"dataset {dataset}: the Hub answered {first_line(exc)}")
+        return ""
+    at = revision or "main"
+    return f"{at}, unconfirmed: {hub.offline}" if info is None else f"{at} = {info.sha}"
+
+
+def _models(
+    config: RunConfig, tasks: list[Task], panel: Panel | None, hub: Hub
+) -> list[ModelCheck]:
+    """Every model the run loads or calls, once each (judges sharing a model share a row)."""
+    wanted: dict[str, tuple[list[str], ModelSpec, JudgeSpec | None]] = {}
+
+    def add(role: str, spec: ModelSpec, note: JudgeSpec | None = None) -> None:
+        key = repr((spec.model, spec.backend, sorted(spec.args.items(), key=str)))
+        wanted.setdefault(key, ([], spec, note))[0].append(role)
+
+    if isinstance(config.model, ModelSpec):  # a model the caller loaded needs nothing
+        add("candidate", config.model)
+    for task in tasks:
+        ref = task.config.normalizer_model
+        if ref is not None:
+            add(f"normaliser of {task.name}", ModelSpec(ref.model, ref.backend, ref.model_args))
+    for judge in panel.judges if panel else []:
+        if isinstance(judge.source, ModelSpec):
+            add(f"judge {judge.name}", judge.model_spec, judge)
+    checks = []
+    for roles, spec, note in wanted.values():
+        role = ", ".join(roles)
+        try:
+            remote = get_backend(spec.backend).remote
+        except FinReflectError:
+            remote = False  # check_model names the unknown backend
+        checks.append(check_endpoint(role, spec) if remote else check_model(role, spec, hub, note))
+    return checks
+
+
+def _output_problems(config: RunConfig) -> list[str]:
+    """The run folder and the cache's folder can be created and written: a scratch folder is
+    made (and removed) in the nearest one that exists."""
+    problems = []
+    for folder in dict.fromkeys(
+        [config.output_dir, *([config.cache.parent] if config.cache else [])]
+    ):
+        existing = folder.absolute()
+        while not existing.exists():
+            existing = existing.parent
+        if not existing.is_dir():
+            problems.append(
+                f"output: {folder} cannot be a folder: {existing} is a file; choose another "
+                "--output-path"
+            )
+            continue
+        try:
+            with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
+                pass
+        except OSError as exc:
+            problems.append(
+                f"output: {folder} cannot be written ({exc.strerror or first_line(exc)} in "
+                f"{existing}): choose another --output-path"
+            )
+    return problems

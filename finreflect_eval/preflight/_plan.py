@@ -1,0 +1,99 @@
+"""The plan a passed check prints: the models with their versions and downloads, and per task
+its data, spans and the model calls of each stage, in Markdown tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from finreflect_eval.evaluator import RunConfig
+from finreflect_eval.judging import Panel
+from finreflect_eval.preflight._models import ModelCheck, free_bytes, gigabytes, hub_cache
+from finreflect_eval.tables import markdown_table
+from finreflect_eval.tasks import Task
+
+
+@dataclass
+class TaskData:
+    task: Task
+    dataset: str
+    version: str
+    spans: int | None  # None: the data did not load
+
+
+def extraction_calls(task: Task, spans: int) -> int:
+    """The extraction's calls on a task (candidate and normaliser), before retries of invalid
+    outputs: 1 per span single pass, 2 multi pass; reflection at most 1 + 2 per iteration
+    (critic, correction), fewer when the critic runs out of feedback."""
+    per_span = {"single_pass": 1, "multi_pass": 2}.get(
+        task.config.mode, 1 + 2 * task.config.max_iterations
+    )
+    return per_span * spans
+
+
+def judge_calls(task: Task, spans: int) -> int:
+    """One judge's calls on a task (`judging.judge_requests`): one per criterion of the task's
+    metric list and span, all of a span's triples in one call; none for a span without triples."""
+    return len(task.criteria) * spans
+
+
+def render_plan(
+    config: RunConfig,
+    data: list[TaskData],
+    models: list[ModelCheck],
+    panel: Panel | None,
+    offline: str | None,
+) -> str:
+    model_rows = [
+        [
+            check.role,
+            check.spec.model,
+            check.spec.backend,
+            check.spec.args.get("revision") or ("main" if check.sha else ""),
+            check.sha or "",
+            check.source,
+            gigabytes(check.download),
+        ]
+        for check in models
+    ]
+    judges = panel.judges if panel else []
+    rows: list[list[object]] = []
+    totals = [0, 0, *(0 for _ in judges)]
+    for item in data:
+        spans = item.spans or 0
+        calls = [
+            extraction_calls(item.task, spans),
+            *(judge_calls(item.task, spans) for _ in judges),
+        ]
+        totals = [a + b for a, b in zip(totals, [spans, *calls], strict=True)]
+        at_most = "≤ " if item.task.config.mode == "reflection" else ""
+        first = [item.task.name, item.task.config.mode, item.dataset, item.version, spans]
+        rows.append([*first, f"{at_most}{calls[0]}", *calls[1:]])
+    reflection = any(item.task.config.mode == "reflection" for item in data)
+    rows.append(
+        ["total", "", "", "", totals[0], f"{'≤ ' if reflection else ''}{totals[1]}", *totals[2:]]
+    )
+    header = ["task", "mode", "dataset", "version", "spans", "extraction calls"]
+    header += [f"judge {judge.name} calls" for judge in judges]
+    download = sum(check.download or 0 for check in models)
+    unknown = any(check.download is None for check in models)
+    lines = [
+        "Plan (checked: no model ran, no weight was downloaded)",
+        "",
+        markdown_table(
+            ["role", "model", "backend", "revision", "commit", "weights from", "download"],
+            model_rows,
+        ),
+        "",
+        markdown_table(header, rows),
+        "",
+        f"Calls: {'≤ ' if reflection else ''}{totals[1]} extraction"
+        + (f", {sum(totals[2:])} by the judges" if judges else "")
+        + ", before retries of invalid outputs"
+        + ("; a span without triples gets no judge call." if judges else "."),
+        f"Download: {'at least ' if unknown else ''}{gigabytes(download)} of weights into "
+        f"{hub_cache()} ({gigabytes(free_bytes(hub_cache()))} free).",
+        f"Output: {config.output_dir}",
+    ]
+    if offline:
+        lines.append(f"Hub: {offline}; what it would confirm came from the local cache.")
+    return "\n".join(lines)
