@@ -19,6 +19,16 @@ def bundled_path(name: str) -> Path:
     return inside if inside.exists() else PACKAGE_DIR.parent / name
 
 
+def install_hint(extra: str) -> str:
+    """The command that installs an extra where this package came from: a source checkout
+    (a clone, installed editable) takes its own folder's extras, since `finreflect-eval[...]`
+    names a release that a clone may not match, or that may not be published."""
+    checkout = PACKAGE_DIR.parent
+    if (checkout / "pyproject.toml").is_file() and not (PACKAGE_DIR / "_bundled").exists():
+        return f"pip install -e '{checkout}[{extra}]'"
+    return f"pip install 'finreflect-eval[{extra}]'"
+
+
 def tasks_dir() -> Path:
     return bundled_path("tasks")
 

@@ -21,6 +21,7 @@ from finreflect_eval.chunking import (
     token_counter,
 )
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.resources import install_hint
 
 # The shared test data sits next to the repository: /work/main (repo) and /work/shared.
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data" / "10k_text"
@@ -553,10 +554,10 @@ def test_regex_counter() -> None:
 
 def test_unknown_tokenizer_without_transformers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "transformers", None)  # makes the import fail
-    with pytest.raises(FinReflectError, match="finreflect-eval\\[hf\\]") as error:
+    with pytest.raises(FinReflectError, match=re.escape(install_hint("hf"))) as error:
         token_counter("no-such-org/no-such-tokenizer")
     message = str(error.value)
-    assert "\n" not in message and "finreflect-eval[hf]" in message and "regex" in message
+    assert "\n" not in message and install_hint("hf") in message and "regex" in message
 
 
 def test_unknown_tokenizer_with_transformers(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 import sys
 
 import pytest
@@ -22,6 +23,7 @@ from finreflect_eval.extraction import CriticOutput
 from finreflect_eval.judging import judge_request, load_panel
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
 from finreflect_eval.models.vllm import STRUCTURED_BACKENDS, VLLMModel, sampling_params
+from finreflect_eval.resources import install_hint
 from finreflect_eval.schema import Triple
 from finreflect_eval.tasks import GenerationKwargs, TaskIndex
 
@@ -332,7 +334,7 @@ def test_load_model_closes_the_engine(engineless):
 
 def test_missing_vllm_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "vllm", None)
-    with pytest.raises(FinReflectError, match=r"pip install 'finreflect-eval\[vllm\]'"):
+    with pytest.raises(FinReflectError, match=re.escape(install_hint("vllm"))):
         VLLMModel("m")
 
 
@@ -363,16 +365,16 @@ for line in json.load(sys.stdin):
 
 
 def test_readme_vllm_serve_recipe_for_the_paper_panel(real_vllm):
-    """The README's three `vllm serve` commands parse with vLLM's own `vllm serve` parser, serve
-    each `paper` judge's model under its own name with the judge's parallelism, keep JSON compact,
-    and the README's `--judge-endpoints` names exactly those judges."""
+    """The three `vllm serve` commands of docs/scaling.md parse with vLLM's own `vllm serve`
+    parser, serve each `paper` judge's model under its own name with the judge's parallelism,
+    keep JSON compact, and the page's `--judge-endpoints` names exactly those judges."""
     import os
     import re
     import subprocess
 
     from conftest import REPO
 
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "scaling.md").read_text()
     commands = re.findall(r"^vllm serve .*$", readme, re.M)
     assert len(commands) == 3
     vllm_folder = os.path.dirname(real_vllm.__path__[0])

@@ -23,6 +23,7 @@ from finreflect_eval.criteria import CRITERIA
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import Results, read
 from finreflect_eval.store import load_run
+from finreflect_eval.summary import results_table
 from finreflect_eval.view import open_run, report, write_report
 from finreflect_eval.view.spans import NO_MAJORITY, SPLIT, TRIPLES_DIFFER, UNSCORED, VERDICTS_DIFFER
 
@@ -383,3 +384,16 @@ def test_view_push_uploads_the_report_as_a_static_space(runs, tmp_path, cli):
         refused = cli(*args, env=environment)
     assert refused.returncode == 1 and refused.stderr.count("\n") == 1, refused.stderr
     assert "401" in refused.stderr and "hf_bad_secret" not in refused.stderr + refused.stdout
+
+
+def test_a_panel_that_is_not_official_is_said_to_be_so_and_the_demo_panel_means_nothing(
+    runs, tmp_path
+):
+    page = write_report(runs["a"], tmp_path / "scripted").read_text(encoding="utf-8")
+    assert "Panel &#39;scripted-test&#39; is not an official panel" in page
+    demo = hostile_run(tmp_path / "demo", name="demo")
+    page = write_report(demo, tmp_path / "demo-report").read_text(encoding="utf-8")
+    assert "The demo panel is a smoke test" in page and "mean nothing about the model" in page
+    (results,) = demo.glob("results_*.json")
+    table = results_table(Results.model_validate_json(results.read_text(encoding="utf-8")))
+    assert "judges: demo (the demo panel is a smoke test" in table

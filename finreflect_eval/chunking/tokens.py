@@ -8,6 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.resources import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +43,7 @@ def token_counter(name: str = "regex") -> TokenCounter:
         from transformers import AutoTokenizer
     except ImportError as exc:
         raise FinReflectError(
-            f"tokenizer {name!r} needs transformers: pip install 'finreflect-eval[hf]' "
+            f"tokenizer {name!r} needs transformers: {install_hint('hf')} "
             "or use the default 'regex' token counter"
         ) from exc
     source = str(Path(name).expanduser()) if name.startswith("~") else name

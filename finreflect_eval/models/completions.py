@@ -17,6 +17,7 @@ from finreflect_eval.models._base import (
     tokenizer_info,
 )
 from finreflect_eval.models.openai import OpenAIModel
+from finreflect_eval.resources import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -117,9 +118,7 @@ def _load_tokenizer(name: str | None, revision: str | None, trust_remote_code: b
     try:
         from transformers import AutoTokenizer
     except ImportError:
-        raise FinReflectError(
-            "tokenizer= needs transformers: pip install 'finreflect-eval[hf]'"
-        ) from None
+        raise FinReflectError(f"tokenizer= needs transformers: {install_hint('hf')}") from None
     try:
         return AutoTokenizer.from_pretrained(
             name, revision=revision, trust_remote_code=trust_remote_code

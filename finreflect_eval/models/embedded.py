@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from finreflect_eval.errors import FinReflectError
+from finreflect_eval.resources import install_hint
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,7 @@ class EmbeddedModel:
             module = importlib.import_module(self.package)
         except ImportError:
             raise FinReflectError(
-                f"model '{self.alias}' needs the [{self.extra}] extra: "
-                f"pip install 'finreflect-eval[{self.extra}]'"
+                f"model '{self.alias}' needs the [{self.extra}] extra: {install_hint(self.extra)}"
             ) from None
         return Path(module.assemble())
 

@@ -25,6 +25,7 @@ from finreflect_eval.models._base import (
 )
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.redaction import REDACTED, redact, redact_text, redact_url
+from finreflect_eval.resources import install_hint
 
 if TYPE_CHECKING:
     import httpx
@@ -99,7 +100,7 @@ class OpenAIModel(LM):
             import httpx
         except ImportError:
             raise FinReflectError(
-                "the openai backend needs httpx: pip install 'finreflect-eval[api]'"
+                f"the openai backend needs httpx: {install_hint('api')}"
             ) from None
         root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).

@@ -23,6 +23,7 @@ from finreflect_eval.models._base import (
     tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.resources import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,7 @@ class VLLMModel(LM):
             from vllm.sampling_params import StructuredOutputsParams  # noqa: F401
         except ImportError:
             raise FinReflectError(
-                "the vllm backend needs vLLM >= 0.12: pip install 'finreflect-eval[vllm]' "
+                f"the vllm backend needs vLLM >= 0.12: {install_hint('vllm')} "
                 "(GPU only; separate environment)"
             ) from None
         self.dtype = dtype

@@ -205,6 +205,24 @@ class JudgesInfo(Record):
     members: list[JudgeMember]
     seconds: dict[str, float]
 
+    def note(self) -> str | None:
+        """What a reader must know before reading the scores of a panel that is not official
+        (None for an official one)."""
+        if self.official:
+            return None
+        if self.panel == DEMO_PANEL:
+            return (
+                "the demo panel is a smoke test (a 270M model judging three times): its scores "
+                "and agreement mean nothing about the model"
+            )
+        return (
+            f"panel '{self.panel}' is not an official panel: its scores are not comparable "
+            "with the leaderboard's official ranking"
+        )
+
+
+DEMO_PANEL = "demo"  # tasks/judges/demo.yaml: the offline smoke panel
+
 
 class Results(FileRecord):
     """`results_<run>_<panel>.json`, shaped like lm-eval's results file (its `make_table` reads

@@ -137,6 +137,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "model": results.config.model_name,
         "panel": run.panel,
         "official": results.judges.official,
+        "panel_note": results.judges.note(),
         "run": results.run,
         "judges": run.judges,
         "dataset": results.dataset,
