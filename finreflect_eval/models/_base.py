@@ -11,8 +11,9 @@ import json
 import logging
 from abc import ABC, abstractmethod
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,12 @@ JsonSchema = dict[str, Any]
 
 # A retry of an invalid output samples with a new seed: greedy decoding would repeat it exactly.
 RETRY_TEMPERATURE = 0.3
+
+# tqdm's default bar, with the percentage to one decimal and the count of requests to two: it
+# moves by fractions of a request while a batch runs (see `RequestBar`).
+BAR_FORMAT = (
+    "{desc}: {percentage:5.1f}%|{bar}| {n:.2f}/{total} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
+)
 
 
 def json_schema_of(schema: type[BaseModel] | JsonSchema | None) -> JsonSchema | None:
@@ -244,6 +251,8 @@ class LM(ABC):
     commit: str | None = None
     # Replicas that run batches at once (`replicas.ReplicatedLM`).
     data_parallel_size: int = 1
+    # The progress bar of the `generate` under way, where one is shown.
+    _bar: RequestBar | None = None
 
     def __init__(
         self,
@@ -344,11 +353,9 @@ class LM(ABC):
         self.fit_batch_size([requests[i] for i in pending])
         if pending and self.batch_size not in self.batch_sizes:
             self.batch_sizes.append(self.batch_size)
-        with tqdm(
-            total=len(pending),
-            desc=desc or f"{self.backend}:{self.model}",
-            disable=not pending or not progress.shown(),
-        ) as bar:
+        if pending and progress.shown():
+            self._bar = RequestBar(len(pending), desc or f"{self.backend}:{self.model}")
+        try:
             # Each result is cached once final, as it comes: a killed run keeps every answer it
             # received. Transport failures are not cached: retried on a rerun.
             for positions, outcomes, done in self._generate_batches([requests[i] for i in pending]):
@@ -360,7 +367,12 @@ class LM(ABC):
                     )
                 for i in done:
                     results[pending[positions[i]]] = outcomes[i]
-                bar.update(len(done))
+                if self._bar is not None:
+                    self._bar.answered(len(done))
+        finally:
+            if self._bar is not None:
+                self._bar.close()
+                self._bar = None
         for index, key in enumerate(keys):
             if results[index] is None:  # a duplicate: a copy of the first one's result
                 first = results[first_of[key]]
@@ -375,9 +387,20 @@ class LM(ABC):
             batch = Attempts([requests[i] for i in positions], self.max_retries)
             while attempt := batch.next_attempt():
                 self.count_call(attempt)
+                if self._bar is not None:
+                    self._bar.call(len(attempt))
                 for arrived in self._complete_as_done(attempt):
                     yield positions, batch.results, batch.receive(arrived)
             self.stats["failures"] += batch.failures()
+
+    def decoding_progress(self, rows: int, work: float) -> Callable[[float], None] | None:
+        """For a backend that computes `rows` requests of the current call together, in at most
+        `work` units (one a row each decoding step; prompt positions as much as they cost): a
+        function to call with each amount of work done, which moves the progress bar within the
+        batch. None where no bar is shown: then there is nothing to call."""
+        if self._bar is None:
+            return None
+        return partial(self._bar.advance, rows / work)
 
     def count_call(self, requests: list[GenerationRequest]) -> None:
         """Count one backend call of `requests`."""
@@ -401,6 +424,53 @@ class LM(ABC):
 
 # (positions of a batch's requests in the list given, the batch's results, those now final)
 Progress = tuple[list[int], list[GenerationResult], list[int]]
+
+
+class RequestBar:
+    """The progress bar of one `LM.generate`: it counts final results and, between them, moves
+    with the work a backend reports done (`LM.decoding_progress`), so that a long batch shows
+    progress, a rate and an ETA while it runs.
+
+    Of `rows` requests that take at most `work` units (one a row each decoding step, up to
+    max_new_tokens m, and their prompts' share p), each unit moves it by rows / work of a
+    request: a decoding step of b rows by b²/(p + b·m) ≤ b/m. An upper bound, as a row that ends
+    early is credited when its results arrive. The bar never moves back, nor past the current
+    backend call's requests before they are answered; a retry shares what its batch has left,
+    and at a batch's end the bar stands at the number of final results.
+    """
+
+    def __init__(self, total: int, desc: str) -> None:
+        # miniters=0: a redraw whenever tqdm's mininterval has passed, however small the move.
+        # smoothing=0: the rate (and ETA) of the whole bar so far, not of the last redraws: within
+        # a batch the bar moves by an upper bound, and catches up when the batch's results come.
+        self.bar = tqdm(total=total, desc=desc, miniters=0, smoothing=0, bar_format=BAR_FORMAT)
+        self.final = 0  # results final so far
+        self.ceiling = 0.0  # as far as the current call's steps may move the bar
+        self.share = 1.0  # how far one request of the current call may move the bar
+
+    def call(self, requests: int) -> None:
+        """A backend call of `requests` starts: its batch's requests not yet final."""
+        self.ceiling = self.final + requests
+        self.share = (self.ceiling - self.bar.n) / requests
+
+    def advance(self, per_unit: float, units: float) -> None:
+        """`units` more work done, each worth `per_unit` requests of a first attempt."""
+        self._move_to(min(self.ceiling, self.bar.n + units * per_unit * self.share))
+
+    def answered(self, final: int) -> None:
+        """`final` more results are final."""
+        self.final += final
+        # Steps stop at the ceiling, which is the final count at the batch's end: the bar stands
+        # there exactly then, and holds (never moves back) while the batch's retries remain.
+        self._move_to(self.final)
+
+    def close(self) -> None:
+        self.bar.close()
+
+    def _move_to(self, n: float) -> None:
+        if n > self.bar.n:
+            self.bar.update(n - self.bar.n)  # tqdm's rate and ETA follow its updates
+            self.bar.n = n  # exact, whatever the rounding of the sum
 
 
 class Attempts:

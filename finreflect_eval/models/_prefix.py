@@ -20,10 +20,15 @@ from __future__ import annotations
 import inspect
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 logger = logging.getLogger(__name__)
+
+# Prompt positions computed per forward pass: a long prompt's progress shows as it goes (seconds a
+# chunk on a CPU), and its activations stay small.
+PREFILL_CHUNK = 512
 
 
 @dataclass
@@ -91,10 +96,16 @@ class PrefixCache:
         self._next_id = 0
         self._kept = 0
 
-    def batch_cache(self, input_ids: Any, attention_mask: Any) -> tuple[Any, int] | None:
+    def batch_cache(
+        self,
+        input_ids: Any,
+        attention_mask: Any,
+        on_tokens: Callable[[int], None] | None = None,
+    ) -> tuple[Any, int] | None:
         """A cache for a left-padded batch holding every position but the last of each row,
         and the number of prompt positions the model computed to build it; None for a batch
-        it cannot serve (right padding, a prompt of one token)."""
+        it cannot serve (right padding, a prompt of one token). `on_tokens` hears of the
+        positions ready as they are: each row's kept prefix, then each chunk computed."""
         import torch
         from transformers import DynamicCache
 
@@ -104,7 +115,7 @@ class PrefixCache:
         with torch.inference_mode():
             rows, computed = [], 0
             for ids, mask in zip(input_ids, attention_mask, strict=True):
-                states, new = self._states(ids[mask.bool()][:-1].cpu())
+                states, new = self._states(ids[mask.bool()][:-1].cpu(), on_tokens)
                 rows.append(states)
                 computed += new
             layers = []
@@ -121,24 +132,32 @@ class PrefixCache:
                 layers.append((batch_keys, batch_values))
             return DynamicCache(ddp_cache_data=layers, config=self.model.config), computed
 
-    def _states(self, tokens: Any) -> tuple[list[tuple[Any, Any]], int]:
+    def _states(
+        self, tokens: Any, on_tokens: Callable[[int], None] | None = None
+    ) -> tuple[list[tuple[Any, Any]], int]:
         """The states of `tokens` (each layer [1, heads, n, dim]) and how many positions had to
         be computed for them."""
         from transformers import DynamicCache
 
         entry, shared = self._longest_match(tokens)
+        if on_tokens is not None and shared:
+            on_tokens(shared)
         if entry is not None and shared == len(tokens):
             return [(k[:, :, :shared], v[:, :, :shared]) for k, v in entry.states], 0
         cache = DynamicCache()  # full layers only: later prompts may need any part of it
         if entry is not None and shared:
             for layer, (keys, values) in enumerate(entry.states):
                 cache.update(keys[:, :, :shared], values[:, :, :shared], layer)
-        # The decoder without its head: logits for the prompt positions are not needed.
-        self.model.base_model(
-            input_ids=tokens[shared:].unsqueeze(0).to(self.model.device),
-            use_cache=True,
-            **{self.keyword: cache},
-        )
+        for start in range(shared, len(tokens), PREFILL_CHUNK):
+            chunk = tokens[start : start + PREFILL_CHUNK]
+            # The decoder without its head: logits for the prompt positions are not needed.
+            self.model.base_model(
+                input_ids=chunk.unsqueeze(0).to(self.model.device),
+                use_cache=True,
+                **{self.keyword: cache},
+            )
+            if on_tokens is not None:
+                on_tokens(len(chunk))
         states = [(layer.keys, layer.values) for layer in cache.layers]
         self._keep(tokens, states)
         return states, len(tokens) - shared

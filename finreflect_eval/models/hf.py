@@ -9,7 +9,7 @@ import json
 import logging
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -28,7 +28,7 @@ from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._gguf import convert_gguf
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
-from finreflect_eval.resources import cache_root
+from finreflect_eval.resources import cache_root, install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -44,6 +44,10 @@ WHITESPACE = r"[ ]?"
 # engine holds what it made of the vocabulary, not the model, so it outlives the model freely.
 GRAMMAR_ENGINES: dict[tuple, Any] = {}
 MAX_GRAMMAR_ENGINES = 4
+
+# What a prompt position weighs in the progress bar, against a row's decoding step: positions
+# are computed many at once (on 2 CPU cores, ~1/20-1/40 of a step of the embedded model).
+PROMPT_WEIGHT = 1 / 32
 
 # Batch sizes `auto` found, by checkpoint, dtype, device and max_batch_size: {tokens: size}.
 FITTED_BATCHES: dict[tuple, dict[int, int]] = {}
@@ -122,14 +126,14 @@ class HFModel(LM):
             import transformers
         except ImportError as exc:
             raise FinReflectError(
-                f"the hf backend needs {exc.name}: pip install 'finreflect-eval[hf]' "
+                f"the hf backend needs {exc.name}: {install_hint('hf')} "
                 "(on a CPU-only machine: pip install torch==2.13.0 first)"
             ) from None
         if importlib.util.find_spec(structured_backend) is None:  # each is its module's name
             extra = "xgrammar" if structured_backend == "xgrammar" else "hf"
             raise FinReflectError(
                 f"structured_backend '{structured_backend}' needs {structured_backend}: "
-                f"pip install 'finreflect-eval[{extra}]'"
+                f"{install_hint(extra)}"
             )
         self.structured_backend = structured_backend
         self.trust_remote_code = trust_remote_code
@@ -364,6 +368,9 @@ class HFModel(LM):
         import torch
 
         first = group[0]
+        # The grammar first (a new tokenizer's engine takes seconds): its wait and the first
+        # step's (llguidance compiles its kernel) come apart, the prompts' progress between.
+        generator = self._generator(first.schema)
         inputs = [self.model_input(request) for request in group]
         sampling: dict[str, Any] = {"do_sample": first.temperature > 0}
         if first.temperature > 0:
@@ -375,17 +382,29 @@ class HFModel(LM):
         prompts = [format_input(model_input) for model_input in inputs]
         # The same tokens outlines will pass to generate (it tokenizes the same way).
         input_ids, attention_mask = self.outlines_model.tokenizer.encode(prompts)
-        prefilled = self.prefix_cache and self.prefix_cache.batch_cache(input_ids, attention_mask)
-        self.stats["prompt_tokens"] += int(attention_mask.sum())
+        prompt_tokens = int(attention_mask.sum())
+        # The work: the prompts, then one unit a row each decoding step, up to max_tokens.
+        on_work = self.decoding_progress(
+            len(group), prompt_tokens * PROMPT_WEIGHT + len(group) * first.max_tokens
+        )
+        on_prompt = on_work and (lambda tokens: on_work(tokens * PROMPT_WEIGHT))
+        prefilled = self.prefix_cache and self.prefix_cache.batch_cache(
+            input_ids, attention_mask, on_prompt
+        )
+        self.stats["prompt_tokens"] += prompt_tokens
         if prefilled:
             prefilled_cache, computed = prefilled
             sampling[self.prefix_cache.keyword] = prefilled_cache
             self.stats["prompt_tokens_computed"] += computed + len(group)  # + each last token
         else:
             self.stats["prompt_tokens_computed"] += input_ids.numel()  # padding included
+        if on_work is not None:
+            # The first step computes what the prefix cache left: each row's last prompt token.
+            prompt_left = (len(group) if prefilled else prompt_tokens) * PROMPT_WEIGHT
+            sampling["stopping_criteria"] = each_step(on_work, len(group), prompt_left)
         torch.manual_seed(first.seed)
         with torch.inference_mode():
-            texts = self._generator(first.schema).batch(
+            texts = generator.batch(
                 inputs,
                 max_new_tokens=first.max_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
@@ -455,3 +474,23 @@ class HFModel(LM):
         for name in ("outlines_model", "hf_model"):
             if hasattr(self, name):
                 delattr(self, name)
+
+
+def each_step(on_work: Callable[[float], None], rows: int, prompt_left: float) -> Any:
+    """Stopping criteria for transformers' `generate` that never stop but tell `on_work` of each
+    decoding step (`rows` units, and `prompt_left` more at the first step). `generate` calls
+    them once a step, after the logits processors (outlines' grammar), whatever the batch or
+    the sampling. No device sync: they answer with a fresh all-False tensor."""
+    import torch
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class EachStep(StoppingCriteria):
+        def __init__(self) -> None:
+            self.prompt_left = prompt_left
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            on_work(rows + self.prompt_left)
+            self.prompt_left = 0.0
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return StoppingCriteriaList([EachStep()])

@@ -34,6 +34,7 @@ from finreflect_eval.models._base import (
     ReplicaPlan,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.resources import install_hint
 
 logger = logging.getLogger(__name__)
 
@@ -287,7 +288,9 @@ class ReplicatedLM(LM):
         self.batch_size = min(sizes)
 
     def _generate_batches(self, requests: list[GenerationRequest]) -> Iterator[Progress]:
-        """Batches on every live replica at once; each batch's progress as its answer comes."""
+        """Batches on every live replica at once; each batch's progress as its answer comes.
+        Replicas stream no decoding steps (the bar is the driver's; a replica's own model
+        shows none): the bar moves as batches are answered, several running at once."""
         import ray
 
         queue = _Batches(requests, self.max_retries)
@@ -423,7 +426,7 @@ def _connect(address: str | None) -> bool:
         import ray
     except ImportError:
         raise FinReflectError(
-            "data_parallel_size > 1 and ray_address need Ray: pip install 'finreflect-eval[ray]'"
+            f"data_parallel_size > 1 and ray_address need Ray: {install_hint('ray')}"
         ) from None
     if ray.is_initialized():
         return False
