@@ -108,6 +108,9 @@ _ARGUMENTS = {
         _optional(_is_number),
         _optional(lambda v: 0 < v < 1 or (v >= 1 and float(v).is_integer())),  # as RunConfig
     ),
+    "dataset_revision": _Takes(
+        "a Hub revision (branch, tag or commit) or None", _optional(_is_str)
+    ),
     "sections": _Takes(
         "a list of 10-K section names (item1, item7, front) or None",
         _optional(_list_of(_is_str)),

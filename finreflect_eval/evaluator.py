@@ -77,6 +77,7 @@ class RunConfig:
     model: ModelSpec | LM  # what to load, or a model the caller loaded (and frees)
     tasks: list[str] = field(default_factory=lambda: ["finreflect"])
     dataset: str | None = None  # overrides every task's dataset_path
+    dataset_revision: str | None = None  # overrides the tasks' dataset_revision (Hub data)
     limit: int | float | None = None  # the first N spans of each task, or a fraction (0-1)
     sections: list[str] | None = None  # only the spans of these 10-K sections (item1, item7)
     samples: dict[str, list[int | str]] | None = None  # lm-eval's: spans by index or id, by task
@@ -215,12 +216,17 @@ class SpanSource:
         self.loaded: dict[tuple, Benchmark] = {}
 
     def split(
-        self, dataset: str, name: str, limit: int | float | None, spec: Any = None
+        self,
+        dataset: str,
+        name: str,
+        limit: int | float | None,
+        spec: Any = None,
+        revision: str | None = None,
     ) -> Benchmark:
-        """A split; the task's revision, config and slice apply to its own data (`--dataset`
-        may point elsewhere: then only the slice applies)."""
+        """A split at `revision` (for the Hub); the task's revision, config and slice apply to
+        its own data (`--dataset` may point elsewhere: then only the slice applies)."""
         own = spec is not None and dataset == spec.dataset_path
-        revision = spec.dataset_revision if own else None
+        revision = revision or (spec.dataset_revision if own else None)
         config_name = spec.dataset_name if own else None
         chosen = spec.slice if spec is not None else None
         key = (dataset, name, revision, config_name, chosen and chosen.model_dump_json(), limit)
@@ -242,9 +248,11 @@ class SpanSource:
         """The task's spans in this run (before `--shard`)."""
         spec = task.config
         dataset = config.dataset or spec.dataset_path
+        revision = config.dataset_revision
         if config.sections or config.samples is not None:
-            return _chosen(config, task.name, self.split(dataset, spec.test_split, None, spec))
-        return self.split(dataset, spec.test_split, config.limit, spec)
+            whole = self.split(dataset, spec.test_split, None, spec, revision)
+            return _chosen(config, task.name, whole)
+        return self.split(dataset, spec.test_split, config.limit, spec, revision)
 
 
 def _extract(
@@ -403,6 +411,7 @@ def _manifest(
         seed=config.seed,
         arguments=RunArguments(
             limit=config.limit,
+            dataset_revision=config.dataset_revision,
             sections=config.sections,
             samples=config.samples,
             gen_kwargs=redact(config.gen_kwargs),

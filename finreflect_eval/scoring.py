@@ -298,6 +298,8 @@ def compute_results(
             # A manifest written before `arguments` holds the count only.
             limit=manifest.dataset.limit if given.limit is None else given.limit,
             limit_spans=manifest.dataset.limit,
+            sections=given.sections,
+            samples=given.samples,
             gen_kwargs=given.gen_kwargs,
             random_seed=given.random_seed,
             numpy_seed=given.numpy_seed,

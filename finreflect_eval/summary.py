@@ -45,10 +45,11 @@ def settings_line(results: Results) -> str:
     shots = set(results.n_shot[task] for task in results.tasks)
     found = f" ({','.join(map(str, config.batch_sizes))})" if config.batch_sizes else ""
     chosen = ""  # how a run on part of the data chose its spans (not in lm-eval's line)
-    if results.dataset.sections:
-        chosen += f", sections: {','.join(results.dataset.sections)}"
-    if results.dataset.samples is not None:
-        chosen += f", samples: {len(results.dataset.samples)} spans"
+    if config.sections:
+        chosen += f", sections: {','.join(config.sections)}"
+    if config.samples is not None:
+        counts = ",".join(f"{task}={len(ids)}" for task, ids in config.samples.items())
+        chosen += f", samples: ({counts})"
     replicas = ""
     if config.replicas:  # data parallel: how the requests were shared out
         shares = " + ".join(str(replica.requests) for replica in config.replicas)

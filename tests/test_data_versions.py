@@ -299,3 +299,23 @@ def test_submit_lists_every_reason_at_once(hub_runs, cli, tmp_path):
         )
         assert "is not a dataset of this leaderboard" in lines[2]
     assert not (board / "submissions").exists()
+
+
+def test_a_run_reaches_an_older_commit_with_dataset_revision(hub_runs, tmp_path):
+    """`main` has moved on to B: `--dataset-revision A` runs on A (the version a maintainer may
+    have pinned), recorded as given and as the commit read, with A's data."""
+    a = hub_runs["a"]
+    with paper_at_endpoints() as judges:
+        result = run_cli(
+            *("run", "--model", "acme/kg-7b", "--backend", "scripted", "--tasks", "finreflect"),
+            *("--model-args", f"responses={candidate_file(tmp_path)}", "--dataset", DATASET),
+            *("--dataset-revision", a, "--output-path", str(tmp_path / "out"), *judges),
+            env=hub_runs["env"],
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    folder = tmp_path / "out" / "acme__kg-7b"
+    dataset = results_of(folder)["dataset"]
+    assert dataset["revision"] == a
+    assert dataset["fingerprint"] == results_of(hub_runs["run_a"])["dataset"]["fingerprint"]
+    (manifest,) = folder.glob("manifest_*.json")
+    assert json.loads(manifest.read_text())["arguments"]["dataset_revision"] == a

@@ -106,6 +106,10 @@ def test_sections_official_community_smoke_and_refusals(cli, tmp_path, env):
         ("smoke", None),
     ]
     assert rows[0]["overall_ci"][0] <= rows[0]["overall"] <= rows[0]["overall_ci"][1]
+    # what a reader must know of a panel that is not official is said beside its entry
+    assert rows[0]["panel_note"] is None
+    assert "is not an official panel" in rows[1]["panel_note"]
+    assert "is not an official panel" in (board / "index.html").read_text()
     # A --limit run is refused, in one line
     limited = cli(
         *("run", "--model", "acme/kg-2b", "--backend", "scripted", "--tasks", "finreflect_smoke"),

@@ -72,6 +72,8 @@ def test_samples_from_a_file_and_bad_choices_are_one_line(cli, tmp_path):
         ("--samples", "[1, 2]"): "must map each task to a list",
         ("--samples", str(tmp_path / "none.json")): "nor a readable file",
         ("--sections", "item99"): "no span of section 'item99' (--sections); its sections: ",
+        ("--samples", json.dumps({TASK: []})): "--samples gives it no span",
+        ("--sections", "7"): "--sections takes 10-K items (item1, item7, ...) or front, not '7'",
     }
     for options, message in cases.items():
         result = extract(cli, tmp_path / "bad", *options)
@@ -130,4 +132,4 @@ def test_submit_refuses_a_run_on_chosen_spans_saying_why(cli, tmp_path, env):
     refused = cli("submit", str(tmp_path / "out" / "candidate"), "--leaderboard", str(board))
     assert refused.returncode == 1
     assert "sections item7 (--sections) is not a complete run" in refused.stderr
-    assert "1 chosen spans (--samples) is not a complete run" in refused.stderr
+    assert f"chosen spans (1 of {TASK}; --samples) is not a complete run" in refused.stderr

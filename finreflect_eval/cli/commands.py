@@ -278,6 +278,7 @@ def _run_config(args: argparse.Namespace):
         tasks,
         backend=args.backend,
         dataset=args.dataset,
+        dataset_revision=args.dataset_revision,
         limit=args.limit,
         samples=args.samples,
         sections=args.sections,

@@ -48,6 +48,12 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     _add_tasks(parser, ["finreflect"], "tasks, groups or tags (default: finreflect)")
     parser.add_argument("--dataset", help="'sample', a folder/file or a Hub id (default: task's)")
     parser.add_argument(
+        "--dataset-revision",
+        metavar="REV",
+        help="the Hub dataset's branch, tag or commit (default: the task's dataset_revision); "
+        "the run records the commit it read",
+    )
+    parser.add_argument(
         "--limit",
         "-L",
         type=span_limit,

@@ -107,8 +107,9 @@ def load_benchmark(
 def hub_commit(repo_id: str, revision: str | None) -> str | None:
     """The commit a Hub dataset's `revision` (a branch, tag or sha; None: the default branch)
     points to now. Loading that sha, and recording it, keeps the data and the version a run
-    names the same even if the branch moves meanwhile. Offline it is None: `datasets` then
-    serves its latest cached copy whatever the revision, so which commit is unknown."""
+    names the same even if the branch moves meanwhile. Offline, or with the Hub unreachable, it
+    is None: `datasets` then serves its latest cached copy whatever the revision, so which commit
+    is unknown."""
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 
@@ -119,7 +120,13 @@ def hub_commit(repo_id: str, revision: str | None) -> str | None:
     except HfHubHTTPError:  # the Hub answered: no such repo or revision, no access (OSErrors)
         raise
     except Exception as exc:  # the Hub unreachable (httpx's error types, by hub version)
-        raise ConnectionError(first_line(exc)) from exc
+        # As offline: `datasets` may still serve a cached copy, of a commit nobody can name.
+        logger.warning(
+            "the Hub is unreachable (%s): the commit of dataset %s is not recorded",
+            first_line(exc),
+            repo_id,
+        )
+        return None
 
 
 def _load(

@@ -53,8 +53,16 @@ def section_slug(section: str) -> str:
 def select_sections(spans: Sequence[Span], sections: Sequence[str], *, where: str) -> list[Span]:
     """The spans of these sections (`item1`, `item7`, `front`: `section_slug`'s names, any
     case), in dataset order; a name that matches no span is an error listing the ones there."""
-    wanted = {section_slug(name) if name.lower() != "front" else "front" for name in sections}
     present = {section_slug(span.section) for span in spans}
+    wanted = set()
+    for name in sections:
+        slug = "".join(ch for ch in name.lower() if ch.isalnum())
+        if slug != "front" and not slug.startswith("item"):  # `7` or `mda` would read as front
+            raise FinReflectError(
+                f"{where}: --sections takes 10-K items (item1, item7, ...) or front, not "
+                f"{name!r}; its sections: {', '.join(sorted(present))}"
+            )
+        wanted.add(slug)
     unknown = sorted(wanted - present)
     if unknown:
         raise FinReflectError(
@@ -68,6 +76,8 @@ def select_samples(spans: Sequence[Span], chosen: Sequence[int | str], *, where:
     """lm-eval's `--samples` for one task: spans by index in the task's span list (after its
     slice and `--sections`) or by span id, in dataset order; an unknown one, or one given
     twice, is an error naming it."""
+    if not chosen:
+        raise FinReflectError(f"{where}: --samples gives it no span (leave the task out)")
     ids = [span.span_id for span in spans]
     position = {span_id: index for index, span_id in enumerate(ids)}
     picked: set[int] = set()

@@ -89,11 +89,16 @@ def match_dataset(dataset: DatasetInfo, entries: list[RegisteredDataset]) -> Reg
             continue
         if entry.config not in (None, dataset.config):
             continue
-        if not is_commit(dataset.revision):
-            named = f"revision {dataset.revision!r}" if dataset.revision else "no revision"
+        if dataset.revision is None:  # read offline, or with the Hub out of reach
             raise FinReflectError(
-                f"the run names {named} of '{entry.id}', not a commit: rerun with this version "
-                "of finreflect-eval, which records the commit it read"
+                f"the run names no commit of '{entry.id}' (it read the data offline, or the Hub "
+                "was out of reach): rerun online (HF_HUB_OFFLINE unset), so that the commit it "
+                "reads is recorded; the cache answers the model calls again"
+            )
+        if not is_commit(dataset.revision):
+            raise FinReflectError(
+                f"the run names revision {dataset.revision!r} of '{entry.id}', not a commit: "
+                "rerun with this version of finreflect-eval, which records the commit it read"
             )
         if dataset.revision == entry.revision and dataset.fingerprint != entry.fingerprint:
             kind = "pinned" if entry.pinned else "recorded"

@@ -71,6 +71,7 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
             "model": model,
             "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
             "panel": results.judges.panel,
+            "panel_note": results.judges.note(),
             "dataset": dataset_label(results.dataset),
             "data_version.id": results.dataset.id,
             "data_version.revision": results.dataset.revision,

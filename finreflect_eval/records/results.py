@@ -70,6 +70,10 @@ class RunSettings(Record):
     """`--limit` as given (a count, or a fraction of the spans)."""
     limit_spans: int | None = None
     """The spans per task `--limit` kept."""
+    sections: list[str] | None = None
+    """`--sections` as given: only the spans of these 10-K sections ran."""
+    samples: dict[str, list[int | str]] | None = None
+    """`--samples` as given (lm-eval's): only these spans of the tasks it names ran."""
     gen_kwargs: dict[str, Any] = {}
     """`--gen-kwargs` as given; each task's requests used its `configs.<task>.generation_kwargs`."""
     random_seed: int | None = None
