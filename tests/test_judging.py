@@ -210,7 +210,7 @@ def test_endpoint_judges_run_concurrently(tmp_path, capsys):
 
 
 def test_paper_panel_at_three_endpoints_stays_official():
-    """The README recipe: each `paper` judge served by `vllm serve`, named by its base URL."""
+    """The docs/scaling.md recipe: each `paper` judge served by `vllm serve`, named by its URL."""
     from finreflect_eval.leaderboard.verify import is_official
 
     urls = {

@@ -273,7 +273,7 @@ LEFT_OUT = {
 def test_the_results_file_has_every_key_lm_eval_writes(tmp_path, tiny_model_dir):
     """lm-eval 0.4.13 itself runs a tiny random model (its `hf` backend, offline) on a local
     task, and writes its results file: each of its top-level and `config` keys is in ours,
-    but the ones the README lists as left out."""
+    but the ones docs/judges.md lists as left out."""
     evaluator = require("lm_eval.evaluator", "[dev] extra")
     from lm_eval.loggers import EvaluationTracker
     from lm_eval.tasks import TaskManager
@@ -313,9 +313,9 @@ def test_the_results_file_has_every_key_lm_eval_writes(tmp_path, tiny_model_dir)
     assert not missing, f"top-level keys lm-eval writes and we do not: {sorted(missing)}"
     missing = set(theirs["config"]) - set(ours["config"])
     assert not missing, f"config keys lm-eval writes and we do not: {sorted(missing)}"
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    page = (Path(__file__).parents[1] / "docs" / "judges.md").read_text()
     for key in LEFT_OUT:
-        assert f"`{key}`" in readme, f"README does not say why `{key}` is left out"
+        assert f"`{key}`" in page, f"docs/judges.md does not say why `{key}` is left out"
 
 
 def test_a_group_run_reads_as_lm_eval_writes_one(tmp_path):
