@@ -319,3 +319,21 @@ def test_a_run_reaches_an_older_commit_with_dataset_revision(hub_runs, tmp_path)
     assert dataset["fingerprint"] == results_of(hub_runs["run_a"])["dataset"]["fingerprint"]
     (manifest,) = folder.glob("manifest_*.json")
     assert json.loads(manifest.read_text())["arguments"]["dataset_revision"] == a
+
+
+def test_run_check_online_prints_the_data_version_and_the_work(hub_runs, tmp_path):
+    """`run --check` against the (loopback) Hub: the commit `main` is at, the official slice's
+    spans, and the calls; nothing is written."""
+    with paper_at_endpoints() as judges:
+        result = run_cli(
+            *("run", "--model", "acme/kg-7b", "--backend", "scripted", "--tasks", "finreflect"),
+            *("--model-args", f"responses={candidate_file(tmp_path)}", "--dataset", DATASET),
+            *("--output-path", str(tmp_path / "out"), *judges, "--check"),
+            env=hub_runs["env"],
+        )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert f"main = {hub_runs['b']}" in result.stdout
+    spans = len(load_benchmark(str(hub_runs["folder_a"]), split="train", slice=OFFICIAL).spans)
+    row = next(line for line in result.stdout.splitlines() if "| finreflect_single_pass |" in line)
+    assert f"| {spans} |" in row
+    assert not (tmp_path / "out").exists()
