@@ -45,7 +45,7 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
     assert result.returncode == 0, result.stderr
     (path,) = (tmp_path / "cli" / "out" / "candidate").glob("results_*.json")
     expected = json.loads(path.read_text())
-    assert f"{TASK} extract: 100%" in result.stderr  # the command line shows progress
+    assert f"{TASK} extract: 100.0%" in result.stderr  # the command line shows progress
 
     capfd.readouterr()
     candidate = ScriptedModel("candidate", responses=[json.dumps(TRIPLES)])
@@ -391,12 +391,12 @@ def test_progress_bars_only_when_asked(tmp_path, capfd):
     finreflect_eval.simple_evaluate(**arguments, show_progress=True)
     shown = capfd.readouterr()
     assert shown.out == ""
-    assert f"{TASK} extract: 100%" in shown.err and "judge judge-0: 100%" in shown.err
+    assert f"{TASK} extract: 100.0%" in shown.err and "judge judge-0: 100.0%" in shown.err
 
     rejudged = finreflect_eval.evaluate_run(
         tmp_path / "out" / "candidate", judges=loaded_judges(), use_cache=False, show_progress=True
     )
-    assert rejudged["results"] and "judge judge-0: 100%" in capfd.readouterr().err
+    assert rejudged["results"] and "judge judge-0: 100.0%" in capfd.readouterr().err
     finreflect_eval.evaluate_run(tmp_path / "out" / "candidate", judges=loaded_judges())
     assert capfd.readouterr() == ("", "")
     with pytest.raises(FinReflectError, match="no-such-panel"):  # a failing call too
