@@ -4,6 +4,7 @@ Hub is either offline or the loopback fake of `support.hub_models`."""
 import json
 import shutil
 import socket
+import time
 
 import pytest
 import yaml
@@ -266,6 +267,16 @@ def test_an_unreachable_hub_is_like_offline(cli, tmp_path):
     (candidate,) = [line for line in unmet(result) if "example-org/candidate" in line]
     assert "not in the local Hub cache, and the Hub is unreachable (" in candidate
     assert any("gated: accept the licence at" in line for line in unmet(result))
+    # Hub data is not loaded once the Hub did not answer (its client would retry for a minute)
+    started = time.monotonic()
+    result = cli(
+        *("run", "--model", "example-org/candidate", "--tasks", "finreflect_single_pass"),
+        *("--limit", "1", "--judges", "small", "--check", "--output-path", str(tmp_path / "out")),
+        env=hub_env(tmp_path, HF_ENDPOINT=closed, HF_HUB_OFFLINE="0"),
+    )
+    assert result.returncode == 1 and time.monotonic() - started < 30, result.stderr
+    (data,) = [line for line in unmet(result) if "domyn/FinReflectKG-EvalBench" in line]
+    assert "the Hub is unreachable (" in data and "commit and spans cannot be checked" in data
 
 
 @pytest.mark.parametrize(

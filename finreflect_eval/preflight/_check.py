@@ -92,9 +92,15 @@ def _task_data(
     own = dataset == spec.dataset_path
     revision = config.dataset_revision or (spec.dataset_revision if own else None)
     version = _version(dataset, revision, hub, unmet)
-    # The whole split when the task takes a slice of it (official-v1 does), as the run does: for
-    # the Hub's EvalBench data that is a download (data, not weights) the run then reuses.
-    benchmark = _load(unmet, lambda: source.of_task(config, task))
+    if hub.unreachable and _on_hub(dataset):  # loading it would only retry, for a minute
+        benchmark = None
+        _add_once(
+            unmet, f"dataset {dataset}: {hub.offline}: its commit and spans cannot be checked"
+        )
+    else:
+        # The whole split when the task takes a slice of it (official-v1 does), as the run
+        # does: for the Hub's EvalBench data, a download (data, not weights) the run reuses.
+        benchmark = _load(unmet, lambda: source.of_task(config, task))
     spans = None
     if benchmark is not None:
         chosen = config.shard.select(benchmark.spans) if config.shard else benchmark.spans
@@ -115,9 +121,24 @@ def _load(unmet: list[str], load: Callable[[], Benchmark]) -> Benchmark | None:
     try:
         return load()
     except FinReflectError as exc:  # it names the dataset
-        if str(exc) not in unmet:
-            unmet.append(str(exc))
+        _add_once(unmet, str(exc))
         return None
+
+
+def _on_hub(dataset: str) -> bool:
+    """Whether `dataset` names Hub data (not the sample, not a local path)."""
+    if dataset == SAMPLE:
+        return False
+    try:
+        return not Path(resolve_dataset(dataset)).exists()
+    except FinReflectError:  # no such path: loading it says so
+        return False
+
+
+def _add_once(unmet: list[str], need: str) -> None:
+    """A need, said once (tasks share their data)."""
+    if need not in unmet:
+        unmet.append(need)
 
 
 def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> str:

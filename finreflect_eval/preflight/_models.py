@@ -56,6 +56,7 @@ class Hub:
 
         self.api = HfApi()
         self.offline: str | None = "offline (HF_HUB_OFFLINE=1)" if is_offline_mode() else None
+        self.unreachable = False  # asked, and no answer came: loading Hub data would only retry
 
     def ask(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`call`'s answer; None when the Hub cannot be reached (`offline` says why). HTTP
@@ -71,6 +72,7 @@ class Hub:
             return call(*args, **kwargs)
         except (library.TransportError, ConnectionError) as exc:
             self.offline = f"the Hub is unreachable ({first_line(exc)})"
+            self.unreachable = True
             return None
 
 
