@@ -51,7 +51,8 @@ log=$work/pytest.log
   tests/test_prefix_reuse.py tests/test_models_hf.py tests/test_models_base.py \
   tests/test_chunking.py tests/test_data.py tests/test_sample.py tests/test_tasks.py \
   tests/test_schema.py tests/test_extraction.py tests/test_records.py tests/test_metrics.py \
-  tests/test_score_index.py tests/test_uncertainty.py tests/test_replicas.py 2>&1 | tee "$log"
+  tests/test_score_index.py tests/test_uncertainty.py tests/test_replicas.py \
+  tests/test_data_versions.py tests/test_preflight.py tests/test_span_choice.py 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ] && tail -n 1 "$log" | grep -q "skipped"; then
   echo "lowest versions: a test was skipped; here every one must run" >&2

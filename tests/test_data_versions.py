@@ -73,6 +73,7 @@ def hub_runs(tmp_path_factory):
             "SCRIPTED_JUDGE_LOG": str(root / "judge_calls.log"),
             "HF_ENDPOINT": hub.url,
             "HF_HUB_OFFLINE": "0",
+            "HF_DATASETS_OFFLINE": "0",  # CI sets both to 1 (datasets 4 reads its own)
             "HF_HOME": str(root / "hf-home"),  # a cache of its own: nothing from other runs
         }
         a = hub.add_commit(DATASET, repo_files(folder_a))

@@ -174,7 +174,13 @@ def online_panel(tmp_path, hub) -> str:
 
 
 def online(tmp_path, hub) -> dict[str, str]:
-    return hub_env(tmp_path, HF_ENDPOINT=hub.url, HF_HUB_OFFLINE="0", HF_TOKEN="hf_fake_token")
+    return hub_env(
+        tmp_path,
+        HF_ENDPOINT=hub.url,
+        HF_HUB_OFFLINE="0",
+        HF_DATASETS_OFFLINE="0",
+        HF_TOKEN="hf_fake_token",
+    )
 
 
 def test_online_plan_against_the_loopback_hub(cli, tmp_path):
@@ -261,7 +267,7 @@ def test_an_unreachable_hub_is_like_offline(cli, tmp_path):
         *("run", "--model", "example-org/candidate", "--tasks", "finreflect_single_pass"),
         *("--dataset", "sample", "--limit", "1", "--judges", "small", "--check"),
         *("--output-path", str(tmp_path / "out")),
-        env=hub_env(tmp_path, HF_ENDPOINT=closed, HF_HUB_OFFLINE="0"),
+        env=hub_env(tmp_path, HF_ENDPOINT=closed, HF_HUB_OFFLINE="0", HF_DATASETS_OFFLINE="0"),
     )
     assert result.returncode == 1, result.stderr
     (candidate,) = [line for line in unmet(result) if "example-org/candidate" in line]
@@ -272,7 +278,7 @@ def test_an_unreachable_hub_is_like_offline(cli, tmp_path):
     result = cli(
         *("run", "--model", "example-org/candidate", "--tasks", "finreflect_single_pass"),
         *("--limit", "1", "--judges", "small", "--check", "--output-path", str(tmp_path / "out")),
-        env=hub_env(tmp_path, HF_ENDPOINT=closed, HF_HUB_OFFLINE="0"),
+        env=hub_env(tmp_path, HF_ENDPOINT=closed, HF_HUB_OFFLINE="0", HF_DATASETS_OFFLINE="0"),
     )
     assert result.returncode == 1 and time.monotonic() - started < 30, result.stderr
     (data,) = [line for line in unmet(result) if "domyn/FinReflectKG-EvalBench" in line]
