@@ -26,6 +26,7 @@ from finreflect_eval import __version__, judging, review, scoring
 from finreflect_eval.data import (
     Benchmark,
     load_benchmark,
+    resolve_dataset,
     select_samples,
     select_sections,
     span_list,
@@ -249,6 +250,11 @@ class SpanSource:
         spec = task.config
         dataset = config.dataset or spec.dataset_path
         revision = config.dataset_revision
+        if revision and Path(resolve_dataset(dataset)).exists():  # it would change nothing
+            raise FinReflectError(
+                f"--dataset-revision is for data on the Hub; task {task.name} reads {dataset}, "
+                "which is local"
+            )
         if config.sections or config.samples is not None:
             whole = self.split(dataset, spec.test_split, None, spec, revision)
             return _chosen(config, task.name, whole)

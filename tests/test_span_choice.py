@@ -73,6 +73,7 @@ def test_samples_from_a_file_and_bad_choices_are_one_line(cli, tmp_path):
         ("--samples", str(tmp_path / "none.json")): "nor a readable file",
         ("--sections", "item99"): "no span of section 'item99' (--sections); its sections: ",
         ("--samples", json.dumps({TASK: []})): "--samples gives it no span",
+        ("--dataset-revision", "abc123"): "--dataset-revision is for data on the Hub; task",
         ("--sections", "7"): "--sections takes 10-K items (item1, item7, ...) or front, not '7'",
     }
     for options, message in cases.items():
