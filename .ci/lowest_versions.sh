@@ -48,11 +48,11 @@ EOF
 echo "lowest versions: the [xgrammar] and [vllm-check] extras are not installed here; their tests are deselected"
 log=$work/pytest.log
 "$venv/bin/python" -m pytest -p no:cacheprovider -m "not slow" -k "not xgrammar and not vllm" \
-  tests/test_prefix_reuse.py tests/test_models_hf.py tests/test_models_base.py \
-  tests/test_chunking.py tests/test_data.py tests/test_sample.py tests/test_tasks.py \
-  tests/test_schema.py tests/test_extraction.py tests/test_records.py tests/test_metrics.py \
-  tests/test_score_index.py tests/test_uncertainty.py tests/test_replicas.py \
-  tests/test_data_versions.py tests/test_preflight.py tests/test_span_choice.py 2>&1 | tee "$log"
+  tests/models/test_prefix_reuse.py tests/models/test_models_hf.py tests/models/test_models_base.py \
+  tests/chunking/test_chunking.py tests/data/test_data.py tests/data/test_sample.py tests/tasks/test_tasks.py \
+  tests/protocol/test_schema.py tests/pipeline/test_extraction.py tests/records/test_records.py tests/stats/test_metrics.py \
+  tests/runs/test_score_index.py tests/stats/test_uncertainty.py tests/models/test_replicas.py \
+  tests/data/test_data_versions.py tests/preflight/test_preflight.py tests/pipeline/test_span_choice.py 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ] && tail -n 1 "$log" | grep -q "skipped"; then
   echo "lowest versions: a test was skipped; here every one must run" >&2

@@ -21,10 +21,10 @@ import statistics
 import time
 from contextlib import ExitStack
 
+from finreflect_eval._util.tables import markdown_table
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
-from finreflect_eval.schema import load_schema
-from finreflect_eval.tables import markdown_table
+from finreflect_eval.protocol.schema import load_schema
 
 # outlines_core compiles this schema for minutes (its automaton grows with the item count): ask
 # for it with --backends.

@@ -27,11 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from finreflect_eval import progress
+from finreflect_eval._util import progress
+from finreflect_eval._util.tables import markdown_table
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
-from finreflect_eval.schema import load_schema
-from finreflect_eval.tables import markdown_table
+from finreflect_eval.protocol.schema import load_schema
 
 CONFIG_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "special_tokens_map.json")
@@ -39,7 +39,7 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "special_tokens_map.json
 
 def embedded_config() -> Path:
     """The embedded model's converted folder (its config and tokenizer; converted once)."""
-    from finreflect_eval.resources import cache_root
+    from finreflect_eval._util.resources import cache_root
 
     with load_model(ModelSpec("gemma-3-270m", "hf", {"prefix_cache_tokens": 0})) as lm:
         return cache_root() / "converted" / lm.checkpoint_id

@@ -29,11 +29,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from finreflect_eval.store import SCORE_INDEX, RunStore
+from finreflect_eval.runs.store import SCORE_INDEX, RunStore
 
 # The tests' tiny model and llama-server helpers.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from finreflect_eval.tables import markdown_table
+from finreflect_eval._util.tables import markdown_table
 
 JUDGES = ("judge-0", "judge-1", "judge-2")
 PANEL = "synthetic"
@@ -84,8 +84,8 @@ def whole_run(folder: Path, spans: int, prefix_cache_tokens: int) -> list[list[s
     from support.tiny_model import build_tiny_llama
 
     import finreflect_eval
-    from finreflect_eval.judging import Panel
     from finreflect_eval.models import ModelSpec, load_model
+    from finreflect_eval.pipeline.judging import Panel
 
     tiny = build_tiny_llama(folder / "tiny")
     args = {"batch_size": 8, "max_retries": 0, "prefix_cache_tokens": prefix_cache_tokens}
@@ -137,9 +137,9 @@ def demo_run(folder: Path, spans: int) -> list[list[str]]:
     where a `llama-server` is built (tests/support/llama_server.py), the same run with that
     server serving the same GGUF to the candidate and the three judges (the openai backend)."""
     import finreflect_eval
-    from finreflect_eval.judging import load_panel
     from finreflect_eval.models.embedded import EMBEDDED_MODELS
     from finreflect_eval.models.hf import HFModel
+    from finreflect_eval.pipeline.judging import load_panel
 
     stats: list[dict] = []  # one per loaded model, the candidate first
     close = HFModel.close
@@ -211,8 +211,8 @@ def template_run(folder: Path) -> Path:
     """A real judged run of one span per mode (scripted candidate and judges): the shapes the
     synthetic records copy."""
     import finreflect_eval
-    from finreflect_eval.judging import Panel
     from finreflect_eval.models.scripted import ScriptedModel
+    from finreflect_eval.pipeline.judging import Panel
 
     def judge(request):
         properties = request.schema["properties"]

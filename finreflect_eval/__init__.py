@@ -5,16 +5,12 @@ does); `evaluate_run(samples)` judges and scores a saved run.
 """
 
 import logging
-from importlib.metadata import PackageNotFoundError, version
+
+from finreflect_eval._util.version import __version__
 
 # A library logs to its callers' handlers only: without one, Python would print its warnings
 # to stderr. The command line sets up logging itself.
 logging.getLogger(__name__).addHandler(logging.NullHandler())
-
-try:
-    __version__ = version("finreflect-eval")
-except PackageNotFoundError:  # running from a source tree that was never installed
-    __version__ = "0.0.0"
 
 __all__ = ["__version__", "evaluate_run", "simple_evaluate"]
 
@@ -22,7 +18,7 @@ __all__ = ["__version__", "evaluate_run", "simple_evaluate"]
 def __getattr__(name: str):
     # Imported on first use: the command line's `--help` must not pay for the pipeline's imports.
     if name in ("simple_evaluate", "evaluate_run"):
-        from finreflect_eval import api
+        from finreflect_eval.api import evaluate
 
-        return getattr(api, name)
+        return getattr(evaluate, name)
     raise AttributeError(f"module 'finreflect_eval' has no attribute {name!r}")

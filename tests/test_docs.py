@@ -1,22 +1,32 @@
-"""The README is a front door and the docs cannot rot: the README stays short, every relative link
-of the README and of docs/ reaches a file, and every `finreflect-eval` command they show parses
-with the real command line (the ones the tests run are run elsewhere: test_quickstart,
-test_models_vllm)."""
+"""The README is a front door and the docs cannot rot: the README stays short and lists the docs'
+pages in a table, every page is in the site's nav, every relative link of the README and of
+docs/ reaches a file, every `finreflect-eval` command they show parses with the real command
+line, every Python example that imports the package compiles, and the generated parts of the CLI
+reference and the file formats are what the code gives now (the ones the tests run are run
+elsewhere: test_quickstart, test_models_vllm)."""
 
+import importlib.util
 import re
 import shlex
 
 import pytest
+import yaml
 from conftest import REPO
 
 from finreflect_eval.cli.parser import build_parser
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+DOCS = REPO / "docs"
+README = REPO / "README.md"
+PAGES = [README, *sorted(DOCS.rglob("*.md"))]
 LINK = re.compile(r"\]\((?!https?://|#|mailto:)([^)\s]+)\)")
 
 
+def page_id(page) -> str:
+    return page.relative_to(REPO).as_posix()
+
+
 def test_the_readme_is_a_front_door():
-    lines = (REPO / "README.md").read_text(encoding="utf-8").splitlines()
+    lines = README.read_text(encoding="utf-8").splitlines()
     assert len(lines) <= 250
     first_screens = "\n".join(lines[:120])
     for shown in ("## Quickstart", "## Benchmark a model on one GPU", "--check", "HF_TOKEN"):
@@ -24,11 +34,55 @@ def test_the_readme_is_a_front_door():
     assert "## Your own filings" in "\n".join(lines[:160])
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_ci_runs_the_readmes_test_command_as_written():
+    """The README's second command (the tests) is the line .ci/run runs, character for
+    character: a stranger who copies it runs what CI runs."""
+    blocks = re.findall(r"```bash\n(.*?)```", README.read_text(encoding="utf-8"), re.S)
+    tests = next(block.strip() for block in blocks if "pytest" in block)
+    assert tests in (REPO / ".ci" / "run").read_text(encoding="utf-8").splitlines()
+
+
+def nav_pages() -> list[str]:
+    """The pages mkdocs.yml's nav lists, relative to docs/, in order."""
+    config = yaml.safe_load((REPO / "mkdocs.yml").read_text(encoding="utf-8"))
+    found = []
+
+    def walk(item):
+        if isinstance(item, str):
+            found.append(item)
+        elif isinstance(item, list):
+            for part in item:
+                walk(part)
+        elif isinstance(item, dict):
+            for part in item.values():
+                walk(part)
+
+    walk(config["nav"])
+    return found
+
+
+def test_the_nav_lists_every_page_once():
+    on_disk = sorted(page.relative_to(DOCS).as_posix() for page in DOCS.rglob("*.md"))
+    listed = nav_pages()
+    assert len(listed) == len(set(listed)), f"a page is twice in the nav: {listed}"
+    assert sorted(listed) == on_disk, (
+        f"not in mkdocs.yml's nav: {sorted(set(on_disk) - set(listed))}; "
+        f"in the nav but not in docs/: {sorted(set(listed) - set(on_disk))}"
+    )
+
+
+def test_the_readme_has_a_table_of_the_docs_pages():
+    rows = [line for line in README.read_text(encoding="utf-8").splitlines() if line[:1] == "|"]
+    in_table = {target for row in rows for target in LINK.findall(row)}
+    missing = [page for page in nav_pages() if f"docs/{page}" not in in_table]
+    assert not missing, f"README.md's table of the docs does not link to {missing}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_relative_link_reaches_a_file(page):
     for target in LINK.findall(page.read_text(encoding="utf-8")):
         path = (page.parent / target.split("#")[0]).resolve()
-        assert path.exists(), f"{page.name}: {target}"
+        assert path.exists(), f"{page_id(page)}: {target}"
 
 
 def commands(page) -> list[str]:
@@ -44,11 +98,63 @@ def commands(page) -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
 def test_every_command_shown_parses(page):
     parser = build_parser()
     for command in commands(page):
         try:
             parser.parse_args(shlex.split(command))
         except SystemExit:
-            pytest.fail(f"{page.name}: `finreflect-eval {command}` does not parse")
+            pytest.fail(f"{page_id(page)}: `finreflect-eval {command}` does not parse")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=page_id)
+def test_every_python_example_compiles(page):
+    """A Python block that uses the package is at least valid Python (the quickstart's is run by
+    test_quickstart)."""
+    blocks = re.findall(r"```python\n(.*?)```", page.read_text(encoding="utf-8"), re.S)
+    for number, block in enumerate(blocks, 1):
+        if re.search(r"^\s*(from|import) finreflect_eval\b", block, re.M):
+            compile(block, f"{page_id(page)}, python block {number}", "exec")
+
+
+def reference():
+    """docs/hooks/reference.py, the mkdocs hook that generates parts of two pages."""
+    spec = importlib.util.spec_from_file_location("docs_reference", DOCS / "hooks" / "reference.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["cli.md", "file-formats.md"])
+def test_the_generated_parts_are_what_the_code_gives(name):
+    hook = reference()
+    page = (DOCS / name).read_text(encoding="utf-8")
+    assert hook.with_generated(page, hook.GENERATED[name]()) == page, (
+        f"docs/{name} is stale: run `python docs/hooks/reference.py` and commit the page"
+    )
+
+
+def test_the_cli_reference_has_every_command():
+    """Every subcommand, however deep, has its section (with its usage) in the CLI reference."""
+    page = (DOCS / "cli.md").read_text(encoding="utf-8")
+    progs, parsers = [], [build_parser()]
+    while parsers:
+        parser = parsers.pop()
+        progs.append(parser.prog)
+        for action in parser._actions:  # a subcommands' action: its choices are parsers
+            if isinstance(action.choices, dict):
+                parsers.extend(action.choices.values())
+    assert len(progs) > 10
+    for prog in progs:
+        assert re.search(rf"^#+ `{re.escape(prog)}`$", page, re.M), f"no section for {prog}"
+        assert f"usage: {prog} " in page, f"no usage line for {prog}"
+
+
+def test_links_outside_the_docs_point_at_the_repository():
+    hook = reference()
+    page = "[a](../tasks/judges/small.yaml) [b](data.md#x) [c](../README.md#top) [d](https://e)"
+    assert hook._outside_links(page, "index.md", "https://github.com/o/r") == (
+        "[a](https://github.com/o/r/blob/main/tasks/judges/small.yaml) [b](data.md#x) "
+        "[c](https://github.com/o/r/blob/main/README.md#top) [d](https://e)"
+    )

@@ -133,7 +133,7 @@ def compile_llguidance_kernel(model_dir) -> None:
     inductor keeps it on disk, so the run's first constrained step loads it instead. A user
     pays this once per machine."""
     from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
-    from finreflect_eval.schema import load_schema
+    from finreflect_eval.protocol.schema import load_schema
 
     schema = load_schema().triple_list_model(1, max_entity_chars=8)
     with load_model(ModelSpec(str(model_dir), "hf", {"max_retries": 0})) as lm:

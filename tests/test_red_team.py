@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from conftest import SHARED_10K, TESTS
 from support.chat_server import (
     Reply,
     ScriptedServer,
@@ -30,16 +31,16 @@ from support.chat_server import (
 )
 from support.runs import TRIPLES, candidate_file, panel_file, run_args, scripted_run
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.evaluator import RunConfig, evaluate
-from finreflect_eval.judging import load_panel
+from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.models import ModelSpec
-from finreflect_eval.scoring import FailurePolicy
+from finreflect_eval.pipeline.evaluator import evaluate
+from finreflect_eval.pipeline.judging import load_panel
+from finreflect_eval.pipeline.run_config import RunConfig
+from finreflect_eval.scoring.failures import FailurePolicy
 
-DISK_FULL = Path(__file__).parent / "support" / "disk_full"
-SUPPORT = {"PYTHONPATH": str(Path(__file__).parent)}  # the scripted judges
+DISK_FULL = TESTS / "support" / "disk_full"
+SUPPORT = {"PYTHONPATH": str(TESTS)}  # the scripted judges
 JUDGES_MAY_FAIL = FailurePolicy(max_judge_failure_share=1)
-SHARED_10K = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "10k_text"
 
 
 @dataclass
@@ -292,7 +293,7 @@ def format1(change: Callable[[dict, Path], None]) -> Callable[[Context], str]:
     def make(c: Context) -> str:
         c.count += 1
         target = c.root / "format1" / str(c.count)
-        with tarfile.open(Path(__file__).parent / "data" / "run_d167a05.tar.gz") as archive:
+        with tarfile.open(TESTS / "fixtures" / "run_d167a05.tar.gz") as archive:
             archive.extractall(target, filter="data")
         manifest_changed(change)(target / "candidate")
         return str(target / "candidate")
@@ -385,7 +386,7 @@ class Case:
 
 
 def base_yaml() -> str:
-    from finreflect_eval.resources import tasks_dir
+    from finreflect_eval._util.resources import tasks_dir
 
     return str(tasks_dir() / "finreflect" / "_base.yaml")
 
@@ -1424,7 +1425,7 @@ def test_bad_input_is_one_line_and_changes_nothing(case, prepared, cli):
     args = case.args(prepared)  # (writes the case's input files)
     before = snapshot(prepared.root)
     started = time.monotonic()
-    paths = [Path(__file__).parent, *([DISK_FULL] if case.disk_full else [])]
+    paths = [TESTS, *([DISK_FULL] if case.disk_full else [])]
     result = cli(*args, env={"PYTHONPATH": ":".join(map(str, paths))})
     elapsed = time.monotonic() - started
     lines = result.stderr.rstrip().splitlines()
@@ -1461,7 +1462,7 @@ def test_two_runs_into_one_folder_never_mix(tmp_path):
             *("--tasks", "finreflect_smoke_single_pass", "--dataset", "sample", "--limit", "4"),
             *("--judges", str(panel), "--output-path", str(tmp_path / "out")),
         ]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
         first_run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         lock = tmp_path / "out" / "m" / ".finreflect-eval.lock"
         deadline = time.monotonic() + 120
@@ -1517,7 +1518,7 @@ def test_credentials_are_never_written_or_shown(tmp_path, cli):
             env={
                 "OPENAI_API_KEY": secrets["key"],
                 "HF_TOKEN": secrets["token"],
-                "PYTHONPATH": str(Path(__file__).parent),  # the scripted judges
+                "PYTHONPATH": str(TESTS),  # the scripted judges
             },
         )
         assert result.returncode == 0, result.stderr[-3000:]
@@ -1580,7 +1581,7 @@ def test_a_run_killed_while_judging_continues_and_asks_nothing_twice(tmp_path):
                 *run_args(tmp_path, panel, "finreflect_smoke_single_pass"),
             ),
         ]
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent), "HF_HUB_OFFLINE": "1"}
+        env = {**os.environ, "PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
         killed = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env)
         state["pid"] = killed.pid
         killed.communicate(timeout=300)

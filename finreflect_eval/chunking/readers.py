@@ -8,6 +8,7 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.chunking.blocks import (
     Block,
     clean,
@@ -17,7 +18,6 @@ from finreflect_eval.chunking.blocks import (
     parse_item,
 )
 from finreflect_eval.chunking.html import read_html
-from finreflect_eval.errors import FinReflectError
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ import re
 from collections.abc import Callable
 from pathlib import Path
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.resources import install_hint
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.resources import install_hint
 
 logger = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
-from finreflect_eval.errors import FinReflectError, Refusal, first_line
-from finreflect_eval.redaction import RedactingFilter, redact_text
+from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
+from finreflect_eval._util.redaction import RedactingFilter, redact_text
 
 logger = logging.getLogger("finreflect_eval")
 

@@ -8,12 +8,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
 
 
 def dataset_info(args: argparse.Namespace) -> None:
     from finreflect_eval.data import available_splits, describe, describe_slice, load_benchmark
-    from finreflect_eval.tasks import TaskIndex
+    from finreflect_eval.tasks.config import TaskIndex
 
     splits = [args.split] if args.split else available_splits(args.dataset, args.revision)
     benchmarks = [
@@ -53,8 +53,8 @@ def dataset_push(args: argparse.Namespace) -> None:
 
 def tasks_list(args: argparse.Namespace) -> None:
     """`tasks list`, or lm-eval's `ls WHAT`: tasks (all), groups, subtasks (tasks only), tags."""
-    from finreflect_eval.tables import markdown_table
-    from finreflect_eval.tasks import TaskIndex
+    from finreflect_eval._util.tables import markdown_table
+    from finreflect_eval.tasks.config import TaskIndex
 
     index = TaskIndex(args.include_path)
     if args.what == "tags":
@@ -76,7 +76,7 @@ def tasks_list(args: argparse.Namespace) -> None:
 
 def tasks_validate(args: argparse.Namespace) -> None:
     from finreflect_eval.data import SAMPLE, load_benchmark
-    from finreflect_eval.tasks import TaskIndex, validate_task
+    from finreflect_eval.tasks.config import TaskIndex, validate_task
 
     names, include_paths = _task_files(args.tasks or [], args.include_path, _typed(args, "tasks"))
     index = TaskIndex(include_paths)
@@ -91,8 +91,8 @@ def tasks_validate(args: argparse.Namespace) -> None:
 
 
 def extract(args: argparse.Namespace) -> None:
-    from finreflect_eval import evaluator
-    from finreflect_eval.summary import extraction_table
+    from finreflect_eval.pipeline import evaluator
+    from finreflect_eval.pipeline.summary import extraction_table
 
     if args.check:
         _check(_run_config(args), None)
@@ -104,8 +104,8 @@ def extract(args: argparse.Namespace) -> None:
 
 
 def judge(args: argparse.Namespace) -> None:
-    from finreflect_eval import evaluator
-    from finreflect_eval.sharding import load_runs
+    from finreflect_eval.pipeline import evaluator
+    from finreflect_eval.pipeline.sharding import load_runs
 
     run = load_runs(args.samples)
     panel = _panel(args, run)  # before any model loads
@@ -117,9 +117,9 @@ def judge(args: argparse.Namespace) -> None:
 
 
 def score(args: argparse.Namespace) -> None:
-    from finreflect_eval import evaluator
-    from finreflect_eval.sharding import load_runs
-    from finreflect_eval.summary import results_table
+    from finreflect_eval.pipeline import evaluator
+    from finreflect_eval.pipeline.sharding import load_runs
+    from finreflect_eval.pipeline.summary import results_table
 
     hub_args = _hub_log_args(args)
     run = load_runs(args.samples, for_scoring=True)
@@ -132,8 +132,8 @@ def score(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from finreflect_eval import evaluator
-    from finreflect_eval.summary import results_table
+    from finreflect_eval.pipeline import evaluator
+    from finreflect_eval.pipeline.summary import results_table
 
     config = _run_config(args)
     hub_args = _hub_log_args(args)
@@ -150,8 +150,8 @@ def run(args: argparse.Namespace) -> None:
 
 def _check(config, panel) -> None:
     """`--check`: the plan, or each unmet need on a line of its own and a one-line error."""
+    from finreflect_eval._util.redaction import redact_text
     from finreflect_eval.preflight import check_run
-    from finreflect_eval.redaction import redact_text
 
     report = check_run(config, panel)
     if report.unmet:
@@ -164,7 +164,7 @@ def _check(config, panel) -> None:
 
 
 def upgrade(args: argparse.Namespace) -> None:
-    from finreflect_eval.upgrade import upgrade_run
+    from finreflect_eval.runs.upgrade import upgrade_run
 
     for written in upgrade_run(args.folder, include_paths=args.include_path):
         print(f"wrote {written}")
@@ -231,9 +231,9 @@ def leaderboard_pin_dataset(args: argparse.Namespace) -> None:
 
 
 def audit_judges(args: argparse.Namespace) -> None:
-    from finreflect_eval.audit import PROBES, audit_table, run_audit, write_audit
     from finreflect_eval.data import load_benchmark
-    from finreflect_eval.tasks import TaskIndex
+    from finreflect_eval.pipeline.audit import PROBES, audit_table, run_audit, write_audit
+    from finreflect_eval.tasks.config import TaskIndex
 
     probes = PROBES if args.probes == "all" else [p for p in args.probes.split(",") if p]
     task = TaskIndex(args.include_path).resolve([args.task])[0]
@@ -255,8 +255,8 @@ def audit_judges(args: argparse.Namespace) -> None:
 
 
 def _run_config(args: argparse.Namespace):
-    from finreflect_eval.api import run_config
-    from finreflect_eval.sharding import Shard
+    from finreflect_eval.api.evaluate import run_config
+    from finreflect_eval.pipeline.sharding import Shard
 
     if isinstance(args.apply_chat_template, str):  # lm-eval picks one of a tokenizer's templates
         raise FinReflectError(
@@ -304,8 +304,8 @@ def _task_files(
 ) -> tuple[list[str], list[Path]]:
     """lm-eval's `--tasks path/to/task.yaml`: the file's folder joins the include paths (unless
     one already holds it) and the task or group it defines runs; names pass as they are."""
-    from finreflect_eval.resources import tasks_dir
-    from finreflect_eval.tasks import TaskIndex, is_task_file
+    from finreflect_eval._util.resources import tasks_dir
+    from finreflect_eval.tasks.config import TaskIndex, is_task_file
 
     files = [name for name in names if is_task_file(name)]
     if not files:
@@ -323,7 +323,7 @@ def _task_files(
 
 def _hub_log_args(args: argparse.Namespace):
     """`--hf_hub_log_args`, checked before any work (None: not given)."""
-    from finreflect_eval.hub_log import HubLogArgs
+    from finreflect_eval.runs.hub_log import HubLogArgs
 
     if not args.hf_hub_log_args:
         return None
@@ -342,14 +342,14 @@ def _typed(args: argparse.Namespace, dest: str) -> str:
 
 
 def _push(run, results, hub_args) -> None:
-    from finreflect_eval.hub_log import push_run
+    from finreflect_eval.runs.hub_log import push_run
 
     for url in push_run(run, results, hub_args):
         print(f"pushed to {url}")
 
 
 def _policy(args: argparse.Namespace):
-    from finreflect_eval.scoring import FailurePolicy
+    from finreflect_eval.scoring.failures import FailurePolicy
 
     return FailurePolicy(
         max_invalid_share=getattr(args, "max_invalid_share", FailurePolicy.max_invalid_share),
@@ -363,8 +363,8 @@ def _policy(args: argparse.Namespace):
 def _panel(args: argparse.Namespace, source):
     """The judge panel: `--judges`, else the one the tasks name (of a run config, or of a saved
     run); `--judge-endpoints` moves judges to servers."""
-    from finreflect_eval.evaluator import choose_panel
-    from finreflect_eval.judging import load_panel
+    from finreflect_eval.pipeline.evaluator import choose_panel
+    from finreflect_eval.pipeline.judging import load_panel
 
     tasks = [] if source is None else getattr(source, "tasks", None)
     if tasks is None:  # a saved run

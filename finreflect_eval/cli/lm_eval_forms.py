@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 # lm-eval's run flags with no counterpart here, and what to use instead (checked against the
-# parsers by tests/test_lm_eval_cli.py).
+# parsers by tests/cli/test_lm_eval_cli.py).
 _EXTRACT = "for the predictions only, run `finreflect-eval extract`"
 _CONFIG = "give the options on the command line (or call simple_evaluate from Python)"
 _WRITE_OUT = "the samples files hold every rendered prompt (`arguments`, as lm-eval logs them)"

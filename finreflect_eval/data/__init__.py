@@ -1,6 +1,7 @@
 """Benchmark data: typed records, loading (sample, folder, Hub, EvalBench rows), building and
 publishing dataset folders."""
 
+from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.data._build import (
     DEFAULT_MAX_TOKENS,
     build_spans,
@@ -27,7 +28,6 @@ from finreflect_eval.data._slice import (
     select_slice,
     span_list,
 )
-from finreflect_eval.hashing import text_sha256
 
 __all__ = [
     "CONFIGS",

@@ -15,6 +15,9 @@ import yaml
 from huggingface_hub import DatasetCard, DatasetCardData
 from pydantic import BaseModel
 
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.resources import bundled_path
 from finreflect_eval.chunking import (
     chunk_filing,
     infer_filing_metadata,
@@ -24,9 +27,6 @@ from finreflect_eval.chunking import (
 )
 from finreflect_eval.data._records import CONFIGS, FEATURES, Span
 from finreflect_eval.data._slice import section_slug
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.hashing import text_sha256
-from finreflect_eval.resources import bundled_path
 
 logger = logging.getLogger(__name__)
 

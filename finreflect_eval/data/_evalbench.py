@@ -8,18 +8,18 @@ from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.chunking import FRONT_MATTER, TokenCounter, token_counter
 from finreflect_eval.chunking.blocks import parse_item
-from finreflect_eval.criteria import TRIPLE_CRITERIA
 from finreflect_eval.data._records import (
     Benchmark,
     Judgment,
     ReferenceTriple,
     Span,
 )
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.hashing import text_sha256
-from finreflect_eval.schema import load_schema
+from finreflect_eval.protocol.criteria import TRIPLE_CRITERIA
+from finreflect_eval.protocol.schema import load_schema
 
 REQUIRED_COLUMNS = (
     "ticker",

@@ -14,13 +14,13 @@ from typing import Any
 import datasets
 from pydantic import BaseModel, ValidationError
 
+from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
+from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.resources import sample_dir
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, first_chunks, is_evalbench
 from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark
 from finreflect_eval.data._slice import select_slice
-from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
-from finreflect_eval.hashing import text_sha256
 from finreflect_eval.records import SliceSpec
-from finreflect_eval.resources import sample_dir
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from typing import Literal
 import datasets
 from pydantic import BaseModel, ConfigDict, Field
 
-from finreflect_eval.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
+from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
+from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.records import DatasetInfo, SliceSpec
-from finreflect_eval.schema import Triple
 
 CONFIGS = ("spans", "reference_triples", "judgments")
 

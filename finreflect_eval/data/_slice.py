@@ -12,8 +12,8 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 
+from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.data._records import Span
-from finreflect_eval.errors import FinReflectError
 from finreflect_eval.records import SliceSpec
 
 

@@ -13,18 +13,18 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.resources import load_yaml, sample_dir
 from finreflect_eval.chunking import token_counter
-from finreflect_eval.criteria import TRIPLE_CRITERIA
 from finreflect_eval.data._build import section_slug, write_dataset_folder
 from finreflect_eval.data._records import (
     Judgment,
     ReferenceTriple,
     Span,
 )
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.hashing import text_sha256
-from finreflect_eval.resources import load_yaml, sample_dir
-from finreflect_eval.schema import Triple, check_triple, load_schema
+from finreflect_eval.protocol.criteria import TRIPLE_CRITERIA
+from finreflect_eval.protocol.schema import Triple, check_triple, load_schema
 
 AUTHORS = "finreflect-eval authors"
 TripleTuple = tuple[str, str, str, str, str]

@@ -1,21 +1,21 @@
 """FinReflectKG judge-panel scores as a Hugging Face `evaluate` metric.
 
     import evaluate
-    from finreflect_eval.metrics import EVALUATE_MODULE
+    from finreflect_eval.stats.metrics import EVALUATE_MODULE
     metric = evaluate.load(str(EVALUATE_MODULE))
     metric.compute(span_id=[...], criterion=[...], votes=[["1", "1", "0"], ...])
 
 One input row per judged item: the span it belongs to, the criterion, and one vote per judge in
 a fixed judge order ("0"/"1" for faithfulness, precision and relevance; "good"/"partial"/"poor"
 for comprehensiveness; "" for an abstention). The numbers are those of `finreflect-eval score`:
-this module only adapts its inputs to `finreflect_eval.metrics`.
+this module only adapts its inputs to `finreflect_eval.stats.metrics`.
 """
 
 import datasets
 import evaluate
 
-from finreflect_eval.metrics import Item, score_items
-from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
+from finreflect_eval.stats.metrics import Item, score_items
+from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 
 _DESCRIPTION = __doc__
 _KWARGS = """

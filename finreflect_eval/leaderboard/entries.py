@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from finreflect_eval.errors import FinReflectError, Refusal, first_line
+from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
 from finreflect_eval.leaderboard.verify import (
     MAX_SUBMISSION_BYTES,
     Section,
@@ -20,7 +20,7 @@ from finreflect_eval.leaderboard.verify import (
     verify_audit,
 )
 from finreflect_eval.records import JudgeAudit, Submission, parse, read_json
-from finreflect_eval.store import write_atomic
+from finreflect_eval.runs.store import write_atomic
 
 UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
 

@@ -10,9 +10,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from finreflect_eval.criteria import CRITERIA
-from finreflect_eval.errors import FinReflectError, first_invalid_field
-from finreflect_eval.modes import MODE_NAMES
+from finreflect_eval._util.errors import FinReflectError, first_invalid_field
+from finreflect_eval.protocol.criteria import CRITERIA
+from finreflect_eval.protocol.modes import MODE_NAMES
 from finreflect_eval.records import read_json
 
 Score = float

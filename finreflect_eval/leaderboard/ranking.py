@@ -6,11 +6,15 @@ Entries are compared within a *comparison group*: the same section, the same dat
 fingerprint, split and slice: runs on it share their spans and filings) and the same judged parts
 (every (task, criterion) pair of Overall); community and smoke entries also need a panel of the
 same name (any panel may be submitted there, and two panels' scores measure different things).
-Within a group one bootstrap resamples the filings for every entry alike (`COMPARISON_SEED`), so
-what the entries share (hard filings, easy ones) cancels in each difference: the interval of a
-difference is far narrower than the two intervals side by side. Two entries are *tied* when the
-interval of their difference contains 0; an entry's rank range runs from 1 + the entries surely
-better to the number of entries not surely worse (as LMArena ranks models).
+Within a group the entries are compared pairwise on the filings they share, so what the
+entries share (hard filings, easy ones) cancels in each difference: the interval of a difference
+is far narrower than the two intervals side by side. The intervals of all the group's pairs are
+simultaneous (`uncertainty.Comparison`: filing-clustered standard errors, a t multiplier with
+G-1 degrees of freedom, Bonferroni over the pairs): two entries are *tied* when the interval of
+their difference contains 0, and across the whole group the chance of showing any separation
+between entries that are truly equal is at most 5%. Nothing is drawn at random, so no seed can
+change a call. An entry's rank range runs from 1 + the entries surely better to the number of
+entries not surely worse (as LMArena ranks models).
 
 Everything here is recomputed from the stored entries' `results.filings` and `results.overall`,
 which verification recomputes from the submitted votes: nothing on the page can be forged.
@@ -23,10 +27,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from finreflect_eval import uncertainty
 from finreflect_eval.records import Results
-
-COMPARISON_SEED = 20250  # the leaderboard's own bootstrap seed: every build draws the same filings
+from finreflect_eval.stats import uncertainty
 
 
 @dataclass(frozen=True)
@@ -100,7 +102,8 @@ class Standing:
     tied_with: list[str] = field(default_factory=list)
     """The run ids of the entries whose difference interval with this one contains 0."""
     next_difference: float | None = None
-    """Its Overall minus the next entry's (×100), and the difference's 95% paired interval."""
+    """Its Overall minus the next entry's (×100), and the difference's simultaneous 95% interval
+    (`uncertainty.Comparison`)."""
     next_difference_ci: list[float] | None = None
     group_size: int = 1
     stability: dict[str, float | None] = field(default_factory=dict)
@@ -133,9 +136,7 @@ def _group_standings(members: Sequence[Contender]) -> dict[str, Standing]:
     result = {c.key: Standing(group_size=len(members)) for c in members}
     if not ranked:
         return result
-    comparison = uncertainty.compare(
-        [(c.score, c.filings, c.sums, c.counts) for c in ranked], seed=COMPARISON_SEED
-    )
+    comparison = uncertainty.compare([(c.score, c.filings, c.sums, c.counts) for c in ranked])
     for a, (contender, (best, worst)) in enumerate(
         zip(ranked, comparison.rank_ranges(), strict=True)
     ):

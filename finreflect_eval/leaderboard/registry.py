@@ -19,11 +19,11 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
+from finreflect_eval._util.errors import FinReflectError, Refusal, first_invalid_field
 from finreflect_eval.data import Benchmark, load_benchmark, select_slice, span_list
-from finreflect_eval.errors import FinReflectError, Refusal, first_invalid_field
 from finreflect_eval.records import DatasetInfo, SliceSpec, read_json
-from finreflect_eval.store import write_atomic
-from finreflect_eval.tasks import TaskIndex
+from finreflect_eval.runs.store import write_atomic
+from finreflect_eval.tasks.config import TaskIndex
 
 COMMIT = re.compile(r"[0-9a-f]{40}")
 

@@ -17,9 +17,7 @@ from typing import Any
 
 import jinja2
 
-from finreflect_eval.audit import PANEL_ROW
-from finreflect_eval.criteria import CRITERIA
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.leaderboard import ranking
 from finreflect_eval.leaderboard.entries import (
     UNSAFE_CHARACTER,
@@ -28,13 +26,14 @@ from finreflect_eval.leaderboard.entries import (
     load_entries,
 )
 from finreflect_eval.leaderboard.published import load_published
-from finreflect_eval.leaderboard.ranking import Contender
-from finreflect_eval.metrics import ALPHA_GATE
-from finreflect_eval.modes import MODE_NAMES
-from finreflect_eval.records import DatasetInfo
-from finreflect_eval.review import spreadsheet_safe
-from finreflect_eval.store import write_atomic
-from finreflect_eval.uncertainty import BOOTSTRAP_ITERS
+from finreflect_eval.leaderboard.ranking import Contender, Standing
+from finreflect_eval.pipeline.audit import PANEL_ROW
+from finreflect_eval.protocol.criteria import CRITERIA
+from finreflect_eval.protocol.modes import MODE_NAMES
+from finreflect_eval.records import DatasetInfo, Results
+from finreflect_eval.review.queue import spreadsheet_safe
+from finreflect_eval.runs.store import write_atomic
+from finreflect_eval.stats.agreement import ALPHA_GATE
 from finreflect_eval.view.report import MARKER, write_report
 
 LETTERS = {name: criterion.letter for name, criterion in CRITERIA.items()}
@@ -56,75 +55,99 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
     version). Official rows get a `rank`, except those on a version other than the pinned one;
     community and smoke rows are compared, never ranked."""
-    rows = []
-    contenders = []
+    rows, contenders = [], []
     for entry in entries:
         results = entry.submission.results
         by_mode = {results.details[task].mode: task for task in results.tasks}
-        model = entry.model
-        contender = Contender.of(entry.run_id, entry.section, results)
-        contenders.append(contender)
-        row: dict[str, Any] = {
-            "section": entry.section,
-            "rank": None,
-            "rank_range": None,
-            "model": model,
-            "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
-            "panel": results.judges.panel,
-            "panel_note": results.judges.note(),
-            "dataset": dataset_label(results.dataset),
-            "data_version.id": results.dataset.id,
-            "data_version.revision": results.dataset.revision,
-            "data_version.fingerprint": results.dataset.fingerprint,
-            "data_version.slice": results.dataset.slice.name if results.dataset.slice else None,
-            "data_version.pinned": entry.pinned,
-            "date": results.run[:10],
-            "run_id": entry.run_id,
-            "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
-            "report": (report_folder(entry) / "index.html").as_posix(),
-            "overall": results.overall.score,
-            "overall_ci": results.overall.ci,
-            "comparison_group": ranking.describe_group(contender.group),
-            "group_size": 1,
-            "tied_with": [],
-            "tied_with_runs": [],
-            "next_difference": None,
-            "next_difference_ci": None,
-            "ranking_stability": {},
-        }
-        for mode in MODES:
-            task = by_mode.get(mode)
-            row[mode] = results.overall.tasks.get(task) if task else None
-            scores = results.results.get(task, {}) if task else {}
-            criteria = results.details[task].criteria if task else {}
-            for criterion, short in LETTERS.items():
-                row[f"{mode}.{short}"] = scores.get(f"{criterion},none")
-                detail = criteria.get(criterion)
-                row[f"{mode}.{short}_ci"] = detail.ci if detail else None
-        gated = []
-        for mode in MODES:
-            task = by_mode.get(mode)
-            agreement = results.agreement.get(task, {}) if task else {}
-            for criterion, short in LETTERS.items():
-                found = agreement.get(criterion)
-                row[f"{mode}.alpha_{short}"] = found.alpha if found else None
-                row[f"{mode}.alpha_{short}_ci"] = found.ci if found else None
-                if CRITERIA[criterion].ordered:
-                    row[f"{mode}.alpha_{short}_ordinal"] = found.ordinal if found else None
-                    row[f"{mode}.alpha_{short}_ordinal_ci"] = found.ordinal_ci if found else None
-                if found and found.below_gate:
-                    gated.append(f"{mode}.{criterion}")
-        for short in LETTERS.values():
-            row[f"alpha_{short}"] = _mean([row[f"{mode}.alpha_{short}"] for mode in MODES], 4)
-        row["below_gate"] = gated
-        row["triples_per_span"] = _mean(
-            [results.results[task].get("triples_per_span,none") for task in results.tasks]
-        )
-        row["check_rules"] = _mean(
-            [results.results[task].get("check_rules,none") for task in results.tasks]
-        )
-        rows.append(row)
+        contenders.append(Contender.of(entry.run_id, entry.section, results))
+        row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
+        rows.append(row | _agreement(results, by_mode) | _output_means(results))
     standing = ranking.standings(contenders)
+    _place(rows, standing)
+    return _board_order(rows, standing)
+
+
+def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
+    """A row's first columns: the entry, its data version, its overall score (place: `_place`)."""
+    results, model = entry.submission.results, entry.model
+    return {
+        "section": entry.section,
+        "rank": None,
+        "rank_range": None,
+        "model": model,
+        "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
+        "panel": results.judges.panel,
+        "panel_note": results.judges.note(),
+        "dataset": dataset_label(results.dataset),
+        "data_version.id": results.dataset.id,
+        "data_version.revision": results.dataset.revision,
+        "data_version.fingerprint": results.dataset.fingerprint,
+        "data_version.slice": results.dataset.slice.name if results.dataset.slice else None,
+        "data_version.pinned": entry.pinned,
+        "date": results.run[:10],
+        "run_id": entry.run_id,
+        "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
+        "report": (report_folder(entry) / "index.html").as_posix(),
+        "overall": results.overall.score,
+        "overall_ci": results.overall.ci,
+        "comparison_group": ranking.describe_group(contender.group),
+        "group_size": 1,
+        "tied_with": [],
+        "tied_with_runs": [],
+        "next_difference": None,
+        "next_difference_ci": None,
+        "ranking_stability": {},
+    }
+
+
+def _mode_scores(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """Per mode: its score, and each criterion's score with its CI (None: a mode not run)."""
+    columns: dict[str, Any] = {}
+    for mode in MODES:
+        task = by_mode.get(mode)
+        columns[mode] = results.overall.tasks.get(task) if task else None
+        scores = results.results.get(task, {}) if task else {}
+        criteria = results.details[task].criteria if task else {}
+        for criterion, short in LETTERS.items():
+            columns[f"{mode}.{short}"] = scores.get(f"{criterion},none")
+            detail = criteria.get(criterion)
+            columns[f"{mode}.{short}_ci"] = detail.ci if detail else None
+    return columns
+
+
+def _agreement(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """Per mode and criterion, the judges' α with its interval (and ordinal α where ordered); per
+    criterion, its mean over the modes; `below_gate`, the `mode.criterion`s under the gate."""
+    columns: dict[str, Any] = {}
+    gated = []
+    for mode in MODES:
+        task = by_mode.get(mode)
+        agreement = results.agreement.get(task, {}) if task else {}
+        for criterion, short in LETTERS.items():
+            found = agreement.get(criterion)
+            columns[f"{mode}.alpha_{short}"] = found.alpha if found else None
+            columns[f"{mode}.alpha_{short}_ci"] = found.ci if found else None
+            if CRITERIA[criterion].ordered:
+                columns[f"{mode}.alpha_{short}_ordinal"] = found.ordinal if found else None
+                columns[f"{mode}.alpha_{short}_ordinal_ci"] = found.ordinal_ci if found else None
+            if found and found.below_gate:
+                gated.append(f"{mode}.{criterion}")
+    for short in LETTERS.values():
+        columns[f"alpha_{short}"] = _mean([columns[f"{m}.alpha_{short}"] for m in MODES], 4)
+    columns["below_gate"] = gated
+    return columns
+
+
+def _output_means(results: Results) -> dict[str, float | None]:
+    """`triples_per_span` and `check_rules`, averaged over the run's tasks."""
+    return {
+        name: _mean([results.results[task].get(f"{name},none") for task in results.tasks])
+        for name in ("triples_per_span", "check_rules")
+    }
+
+
+def _place(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> None:
+    """Each row's place among the entries it is compared with, and its `rank` (see `rows_of`)."""
     models = {row["run_id"]: row["model"] for row in rows}
     for row in rows:
         mine = standing[row["run_id"]]
@@ -137,9 +160,11 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
         row["ranking_stability"] = mine.stability
         if row["section"] == "official" and row["data_version.pinned"] is not False:
             row["rank"] = mine.place
-    # Sections in order; within one, the pinned data version first, then those of datasets
-    # with none pinned, then the others; within those, its comparison groups (the group of
-    # the best entry first), each by place; entries without a place last, by model.
+
+
+def _board_order(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> list[dict[str, Any]]:
+    """Sections in order; in one, the pinned data version, then datasets with none pinned, then
+    others; in those, comparison groups (the best entry's first), by place (none last), model."""
     by_overall = sorted(rows, key=lambda r: (r["overall"] is None, -(r["overall"] or 0)))
     first_seen: dict[str, int] = {}
     for row in by_overall:
@@ -379,8 +404,6 @@ def render_html(
         community_notes=comparison_notes(sections["community"] + sections["smoke"]),
         alpha_gate=ALPHA_GATE,
         gate_text=gate_text,
-        seed=ranking.COMPARISON_SEED,
-        iterations=BOOTSTRAP_ITERS,
         modes=MODES,
         letters=LETTERS,
         plots=[_plot(rows, criterion, letter) for criterion, letter in LETTERS.items()],

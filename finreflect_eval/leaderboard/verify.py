@@ -12,11 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from finreflect_eval.audit import compute_report
-from finreflect_eval.criteria import CRITERIA
+from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
+from finreflect_eval._util.redaction import find_secret
 from finreflect_eval.data import load_benchmark, span_list
-from finreflect_eval.errors import FinReflectError, Refusal, first_line
-from finreflect_eval.judging import available_panels, load_panel
 from finreflect_eval.leaderboard.registry import (
     RegisteredDataset,
     is_pinned,
@@ -25,7 +23,9 @@ from finreflect_eval.leaderboard.registry import (
     registered_datasets,
     with_sample,
 )
-from finreflect_eval.lm_eval_sample import first_mismatch, submitted
+from finreflect_eval.pipeline.audit import compute_report
+from finreflect_eval.pipeline.judging import available_panels, load_panel
+from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.records import (
     DatasetInfo,
     JudgeAudit,
@@ -36,10 +36,11 @@ from finreflect_eval.records import (
     parse,
     read_json,
 )
-from finreflect_eval.redaction import find_secret
-from finreflect_eval.scoring import FailurePolicy, compute_results, score_tables
-from finreflect_eval.store import load_run, newest
-from finreflect_eval.tasks import TASK_OVERRIDES, TaskIndex
+from finreflect_eval.records.lm_eval import first_mismatch, submitted
+from finreflect_eval.runs.store import load_run, newest
+from finreflect_eval.scoring.compute import compute_results, score_tables
+from finreflect_eval.scoring.failures import FailurePolicy
+from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
 
 T = TypeVar("T")
 Section = Literal["official", "community", "smoke"]

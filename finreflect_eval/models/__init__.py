@@ -1,13 +1,6 @@
 """Model backends behind one small interface (`LM.generate`), registered by name."""
 
-from finreflect_eval.models._base import (
-    LM,
-    Completion,
-    GenerationRequest,
-    GenerationResult,
-    json_schema_of,
-    validate_output,
-)
+from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._registry import (
     BACKENDS,
@@ -18,6 +11,13 @@ from finreflect_eval.models._registry import (
     parse_batch_size,
     parse_model_args,
     register_backend,
+)
+from finreflect_eval.models._requests import (
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    json_schema_of,
+    validate_output,
 )
 
 __all__ = [

@@ -1,8 +1,8 @@
-"""The model interface: one request type, one result type, and one abstract backend method.
+"""The model interface: one abstract backend method, and what every backend shares around it.
 
-A backend implements `_complete(requests) -> completions` for a batch. Everything else that every
-backend needs — the cache, batching with checkpoints, output validation and bounded retries,
-call counting — lives once, in `LM.generate`.
+A backend implements `_complete(requests) -> completions` for a batch (the request and result
+types are in `_requests`). Everything else that every backend needs — the cache, batching with
+checkpoints, output validation and bounded retries, call counting — lives once, in `LM.generate`.
 """
 
 from __future__ import annotations
@@ -17,18 +17,21 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
 from tqdm.auto import tqdm
 
-from finreflect_eval import progress
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.hashing import text_sha256
+from finreflect_eval._util import progress
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._requests import (
+    Completion,
+    GenerationRequest,
+    GenerationResult,
+    JsonSchema,
+    validate_output,
+)
 
 logger = logging.getLogger(__name__)
-
-Message = dict[str, str]  # {"role": "system" | "user" | "assistant", "content": ...}
-JsonSchema = dict[str, Any]
 
 # A retry of an invalid output samples with a new seed: greedy decoding would repeat it exactly.
 RETRY_TEMPERATURE = 0.3
@@ -38,26 +41,6 @@ RETRY_TEMPERATURE = 0.3
 BAR_FORMAT = (
     "{desc}: {percentage:5.1f}%|{bar}| {n:.2f}/{total} [{elapsed}<{remaining}, {rate_fmt}{postfix}]"
 )
-
-
-def json_schema_of(schema: type[BaseModel] | JsonSchema | None) -> JsonSchema | None:
-    """A JSON schema dict from a pydantic model class or a dict."""
-    if schema is None or isinstance(schema, dict):
-        return schema
-    return schema.model_json_schema()
-
-
-def closed_schema(schema: JsonSchema) -> JsonSchema:
-    """The schema with `additionalProperties: false` on every object that leaves it open: a
-    constrained decoder must not invent extra keys (it could ramble on inside them)."""
-    if isinstance(schema, list):
-        return [closed_schema(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    closed = {key: closed_schema(value) for key, value in schema.items()}
-    if closed.get("type") == "object" or "properties" in closed:
-        closed.setdefault("additionalProperties", False)
-    return closed
 
 
 @dataclass(frozen=True)
@@ -76,104 +59,6 @@ class ReplicaPlan:
     @property
     def gpus(self) -> float:
         return sum(bundle.get("GPU", 0.0) for bundle in self.bundles)
-
-
-@dataclass(frozen=True)
-class GenerationRequest:
-    """What to generate: chat messages (or a plain prompt for a model without a chat template),
-    the JSON schema the output must follow, and the sampling parameters."""
-
-    messages: tuple[Message, ...] = ()
-    prompt: str | None = None
-    schema: JsonSchema | None = None
-    max_tokens: int = 1024
-    temperature: float = 0.0
-    seed: int = 0
-    top_p: float | None = None  # None: the backend's default (see `sampling_options`)
-    top_k: int | None = None
-
-    def __post_init__(self) -> None:
-        if not self.messages and self.prompt is None:
-            raise ValueError("a request needs messages or a prompt")
-        object.__setattr__(self, "messages", tuple(dict(m) for m in self.messages))
-        object.__setattr__(self, "schema", json_schema_of(self.schema))
-
-    @classmethod
-    def chat(cls, messages: Sequence[Message], **kwargs: Any) -> GenerationRequest:
-        return cls(messages=tuple(messages), **kwargs)
-
-    def __hash__(self) -> int:  # the dict fields are not hashable themselves
-        return hash(json.dumps(self.cache_fields(), sort_keys=True))
-
-    def plain_prompt(self) -> str:
-        """The request as plain text, for base models: the prompt, or the messages' contents."""
-        if self.prompt is not None:
-            return self.prompt
-        return "\n\n".join(message["content"] for message in self.messages)
-
-    def digest(self) -> str:
-        """sha256 of everything about the request that changes the output."""
-        blob = json.dumps(self.cache_fields(), sort_keys=True, ensure_ascii=False, default=str)
-        return text_sha256(blob)
-
-    def cache_fields(self) -> dict[str, Any]:
-        """Everything about the request that changes the output. `top_p`/`top_k` only when set,
-        so that a request without them keeps the key of earlier versions (and its cached answer)."""
-        return {
-            "messages": list(self.messages),
-            "prompt": self.prompt,
-            "schema": self.schema,
-            "max_tokens": self.max_tokens,
-            "temperature": self.temperature,
-            "seed": self.seed,
-            **self.sampling_options(),
-        }
-
-    def sampling_options(self) -> dict[str, Any]:
-        """`top_p` and `top_k` where set, by the names transformers, vLLM and OpenAI-compatible
-        servers share; unset, each backend keeps its own default."""
-        options = {"top_p": self.top_p, "top_k": self.top_k}
-        return {name: value for name, value in options.items() if value is not None}
-
-
-@dataclass(frozen=True)
-class Completion:
-    """What a backend returns for one request: text, or a transport error (not the model's fault,
-    so never cached), with token counts."""
-
-    text: str | None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    error: str | None = None
-
-
-@dataclass
-class GenerationResult:
-    """The outcome of one request: the raw text, the parsed JSON (or why it failed), token counts
-    and whether it came from the cache."""
-
-    text: str | None
-    parsed: Any = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached: bool = False
-    attempts: int = 0
-    raw_outputs: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def to_cache(self) -> dict[str, Any]:
-        return {
-            "text": self.text,
-            "error": self.error,
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "attempts": self.attempts,
-            "raw_outputs": self.raw_outputs,
-        }
 
 
 def hub_commit(model: str, revision: str | None = None) -> str | None:
@@ -207,24 +92,6 @@ def tokenizer_info(tokenizer: Any, chat_template: str | None, max_length: int | 
         "eot_token_id": getattr(tokenizer, "eos_token_id", None),
         "max_length": max_length,
     }
-
-
-def validate_output(text: str, schema: JsonSchema | None) -> tuple[Any, str | None]:
-    """Parse `text` as JSON and check it against `schema`: (value, None) or (None, reason)."""
-    if schema is None:
-        return text, None
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return None, f"invalid JSON: {exc.msg} at character {exc.pos}"
-    import jsonschema  # a core dependency; imported here to keep `--help` fast
-
-    try:
-        jsonschema.validate(value, schema)
-    except jsonschema.ValidationError as exc:
-        where = "/".join(str(part) for part in exc.absolute_path) or "(root)"
-        return None, f"output does not match the schema at {where}: {exc.message}"
-    return value, None
 
 
 class LM(ABC):

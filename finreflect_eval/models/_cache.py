@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
 
 
 class ResponseCache:

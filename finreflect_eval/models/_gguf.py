@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
 
 logger = logging.getLogger(__name__)
 

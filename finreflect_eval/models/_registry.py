@@ -19,11 +19,11 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.redaction import REDACTED, redact, redact_text
 from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models.replicas import REPLICA_ARGS, ReplicatedLM, Replication
-from finreflect_eval.redaction import REDACTED, redact, redact_text
 
 logger = logging.getLogger(__name__)
 

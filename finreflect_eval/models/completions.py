@@ -8,16 +8,12 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.hashing import text_sha256
-from finreflect_eval.models._base import (
-    GenerationRequest,
-    JsonSchema,
-    closed_schema,
-    tokenizer_info,
-)
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.resources import install_hint
+from finreflect_eval.models._base import tokenizer_info
+from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
 from finreflect_eval.models.openai import OpenAIModel
-from finreflect_eval.resources import install_hint
 
 logger = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import importlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.resources import install_hint
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.resources import install_hint
 
 
 @dataclass(frozen=True)

@@ -13,37 +13,17 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.models._base import (
-    LM,
-    Completion,
-    GenerationRequest,
-    JsonSchema,
-    ReplicaPlan,
-    closed_schema,
-    hub_commit,
-    tokenizer_info,
-)
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.resources import cache_root, install_hint
+from finreflect_eval.models._base import LM, ReplicaPlan, hub_commit, tokenizer_info
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._gguf import convert_gguf
+from finreflect_eval.models._grammar import StructuredBackend, compile_generator, grammar_engine
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
+from finreflect_eval.models._requests import Completion, GenerationRequest, JsonSchema
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
-from finreflect_eval.resources import cache_root, install_hint
 
 logger = logging.getLogger(__name__)
-
-StructuredBackend = Literal["outlines_core", "xgrammar", "llguidance"]
-# Constrained output may only put single spaces between JSON tokens: a model could otherwise
-# pad with whitespace until max_tokens and never close the JSON.
-WHITESPACE = r"[ ]?"
-
-
-# Grammar engines by structured backend and tokenizer. Setting one up reads the whole vocabulary
-# (4-6 s for a 262k one, once per loaded model before), and the models of a run often share a
-# tokenizer: the demo panel is the embedded model three times, beside the same candidate. An
-# engine holds what it made of the vocabulary, not the model, so it outlives the model freely.
-GRAMMAR_ENGINES: dict[tuple, Any] = {}
-MAX_GRAMMAR_ENGINES = 4
 
 # What a prompt position weighs in the progress bar, against a row's decoding step: positions
 # are computed many at once (on 2 CPU cores, ~1/20-1/40 of a step of the embedded model).
@@ -55,6 +35,8 @@ FITTED_BATCHES: dict[tuple, dict[int, int]] = {}
 DTYPES = ("auto", "float32", "float16", "bfloat16")
 FULL_PRECISION = ("float32", "None")  # a config without a dtype means float32 weights
 DTYPE_ALIASES = {"float": "float32", "half": "float16"}  # torch's names, as lm-eval users write
+# Missing files, an unknown architecture, a device this machine lacks (torch asserts).
+LOAD_ERRORS = (OSError, ValueError, RuntimeError, AssertionError)
 
 
 class HFModel(LM):
@@ -111,81 +93,17 @@ class HFModel(LM):
         )
         self.max_batch_size = max_batch_size
         self._fitted_length = 0  # the request length the automatic batch size was found for
-        if device and device_map:
-            raise FinReflectError(f"give device ({device}) or device_map ({device_map}), not both")
-        dtype = DTYPE_ALIASES.get(dtype, dtype)
-        if dtype not in DTYPES:
-            raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
-        if prefix_cache_tokens < 0:
-            raise FinReflectError(
-                f"prefix_cache_tokens={prefix_cache_tokens}: give 0 (no reuse) or more positions"
-            )
-        try:
-            import outlines
-            import torch
-            import transformers
-        except ImportError as exc:
-            raise FinReflectError(
-                f"the hf backend needs {exc.name}: {install_hint('hf')} "
-                "(on a CPU-only machine: pip install torch==2.13.0 first)"
-            ) from None
-        if importlib.util.find_spec(structured_backend) is None:  # each is its module's name
-            extra = "xgrammar" if structured_backend == "xgrammar" else "hf"
-            raise FinReflectError(
-                f"structured_backend '{structured_backend}' needs {structured_backend}: "
-                f"{install_hint(extra)}"
-            )
+        # Settings, then libraries, before anything is converted, downloaded or loaded.
+        dtype = _checked_settings(dtype, device, device_map, prefix_cache_tokens)
+        _require_libraries(structured_backend)
         self.structured_backend = structured_backend
         self.trust_remote_code = trust_remote_code
         source = self._checkpoint(model, gguf_file)
-        cuda = torch.cuda.is_available()
-        on_gpu = cuda and (device or device_map) != "cpu"
-        self.dtype = dtype if dtype != "auto" or on_gpu else "float32"
-        if attn_implementation is None and on_gpu and importlib.util.find_spec("flash_attn"):
-            attn_implementation = "flash_attention_2"
-        optional = {"attn_implementation": attn_implementation} if attn_implementation else {}
-        try:
-            if self.dtype == "auto" and on_gpu and torch.cuda.is_bf16_supported():
-                # A float32 checkpoint on a GPU runs in bfloat16, as vLLM's "auto" halves one.
-                config = transformers.AutoConfig.from_pretrained(
-                    source, revision=revision, trust_remote_code=trust_remote_code
-                )
-                if str(getattr(config, "dtype", None)).removeprefix("torch.") in FULL_PRECISION:
-                    self.dtype = "bfloat16"
-            self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(
-                source,
-                revision=revision,
-                dtype=self.dtype,
-                device_map=device_map or device or ("auto" if cuda else None),
-                trust_remote_code=trust_remote_code,
-                **optional,
-            )
-            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
-                source, revision=revision, trust_remote_code=trust_remote_code
-            )
-        # Missing files, an unknown architecture, a device this machine lacks (torch asserts).
-        except (OSError, ValueError, RuntimeError, AssertionError) as exc:
-            raise FinReflectError(f"cannot load model '{model}': {first_line(exc)}") from exc
-        self.hf_model.eval()
+        self._load_model(source, dtype, device, device_map, attn_implementation)
+        self._load_tokenizer(source)
         self.commit = hub_commit(source, revision)
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
-        self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
-        self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
-        self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
-        self._grammar_engine: Any = None  # see `_engine`
-        self.prefix_cache: PrefixCache | None = None
-        if prefix_cache_tokens > 0:
-            obstacle = why_no_prefix_reuse(self.hf_model)
-            if obstacle is None:
-                self.prefix_cache = PrefixCache(self.hf_model, prefix_cache_tokens)
-            else:
-                logger.warning(
-                    "%s: prompt prefix reuse is off, every prompt is computed whole: %s",
-                    model,
-                    obstacle,
-                )
+        self._set_up_structured_decoding()
+        self._set_up_prefix_reuse(prefix_cache_tokens)
 
     @classmethod
     def replica_plan(
@@ -258,6 +176,84 @@ class HFModel(LM):
             convert_gguf(model, gguf_file, converted, self.revision)
         return str(converted)
 
+    def _load_model(
+        self,
+        source: str,
+        dtype: str,
+        device: str | None,
+        device_map: str | None,
+        attn_implementation: str | None,
+    ) -> None:
+        """Load the weights from `source`, in the dtype and with the attention kernel that
+        `dtype` and `attn_implementation` resolve to on this machine."""
+        import torch
+        import transformers
+
+        cuda = torch.cuda.is_available()
+        on_gpu = cuda and (device or device_map) != "cpu"
+        self.dtype = dtype if dtype != "auto" or on_gpu else "float32"
+        if attn_implementation is None and on_gpu and importlib.util.find_spec("flash_attn"):
+            attn_implementation = "flash_attention_2"
+        optional = {"attn_implementation": attn_implementation} if attn_implementation else {}
+        try:
+            if self.dtype == "auto" and on_gpu and torch.cuda.is_bf16_supported():
+                # A float32 checkpoint on a GPU runs in bfloat16, as vLLM's "auto" halves one.
+                config = transformers.AutoConfig.from_pretrained(
+                    source, revision=self.revision, trust_remote_code=self.trust_remote_code
+                )
+                if str(getattr(config, "dtype", None)).removeprefix("torch.") in FULL_PRECISION:
+                    self.dtype = "bfloat16"
+            self.hf_model = transformers.AutoModelForCausalLM.from_pretrained(
+                source,
+                revision=self.revision,
+                dtype=self.dtype,
+                device_map=device_map or device or ("auto" if cuda else None),
+                trust_remote_code=self.trust_remote_code,
+                **optional,
+            )
+        except LOAD_ERRORS as exc:
+            raise FinReflectError(f"cannot load model '{self.model}': {first_line(exc)}") from exc
+        self.hf_model.eval()
+        self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
+
+    def _load_tokenizer(self, source: str) -> None:
+        """Load the tokenizer from `source`; one without a pad token pads with its EOS token."""
+        import transformers
+
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                source, revision=self.revision, trust_remote_code=self.trust_remote_code
+            )
+        except LOAD_ERRORS as exc:
+            raise FinReflectError(f"cannot load model '{self.model}': {first_line(exc)}") from exc
+        if self.tokenizer.pad_token is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+
+    def _set_up_structured_decoding(self) -> None:
+        """Wrap the model for outlines, whose generators hold outputs to a JSON schema (each
+        compiled on first use, see `_generator`)."""
+        import outlines
+
+        self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
+        self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
+        self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
+        self._grammar_engine: Any = None  # see `_engine`
+
+    def _set_up_prefix_reuse(self, positions: int) -> None:
+        """Keep up to `positions` prompt positions for later prompts that start the same way,
+        where the model allows it (see `_prefix`)."""
+        self.prefix_cache: PrefixCache | None = None
+        if positions > 0:
+            obstacle = why_no_prefix_reuse(self.hf_model)
+            if obstacle is None:
+                self.prefix_cache = PrefixCache(self.hf_model, positions)
+            else:
+                logger.warning(
+                    "%s: prompt prefix reuse is off, every prompt is computed whole: %s",
+                    self.model,
+                    obstacle,
+                )
+
     # --- generation ---
 
     def prepare(self, schema: JsonSchema | None) -> None:
@@ -274,58 +270,14 @@ class HFModel(LM):
         return self._generators[key]
 
     def _compile(self, schema: JsonSchema | None) -> Any:
-        # Each structured backend must be kept from padding JSON with whitespace: a model could
-        # otherwise emit blanks until max_tokens and never close the JSON.
-        import outlines
-        from outlines.generator import SteerableGenerator
-        from outlines.types import JsonSchema as OutlinesJsonSchema
-
-        if schema is None:
-            return outlines.Generator(self.outlines_model, None)
-        schema = closed_schema(schema)
-        backend = self._engine()
-        if self.structured_backend == "outlines_core":
-            term = OutlinesJsonSchema(json.dumps(schema), whitespace_pattern=WHITESPACE)
-            processor = backend.get_json_schema_logits_processor(
-                term.schema, term.whitespace_pattern
-            )
-        elif self.structured_backend == "llguidance":
-            compact = {**schema, "x-guidance": {"whitespace_flexible": False}}
-            term = OutlinesJsonSchema(json.dumps(compact))
-            processor = backend.get_json_schema_logits_processor(term.schema)
-        else:  # xgrammar: outlines does not pass `any_whitespace`, so compile it here
-            from outlines.backends.xgrammar import XGrammarLogitsProcessor
-
-            grammar = backend.grammar_compiler.compile_json_schema(
-                json.dumps(schema), any_whitespace=False
-            )
-            processor = XGrammarLogitsProcessor(grammar, self.outlines_model.tensor_library_name)
-        return SteerableGenerator.from_processor(self.outlines_model, processor)
+        return compile_generator(self.outlines_model, schema, self.structured_backend, self._engine)
 
     def _engine(self) -> Any:
-        """The outlines backend for `structured_backend` and this model's tokenizer, made once
-        per tokenizer (see `GRAMMAR_ENGINES`)."""
+        """The grammar engine for this model's tokenizer, looked up once (see `_grammar`)."""
         if self._grammar_engine is None:
-            from outlines.backends import LLGuidanceBackend, OutlinesCoreBackend, XGrammarBackend
-
-            engines = {
-                "llguidance": LLGuidanceBackend,
-                "outlines_core": OutlinesCoreBackend,
-                "xgrammar": XGrammarBackend,
-            }
-            tokenizer = self.tokenizer
-            key = (
-                self.structured_backend,
-                type(tokenizer).__name__,
-                tokenizer.name_or_path,
-                len(tokenizer),
-                tokenizer.eos_token_id,
+            self._grammar_engine = grammar_engine(
+                self.outlines_model, self.tokenizer, self.structured_backend
             )
-            if key not in GRAMMAR_ENGINES:
-                while len(GRAMMAR_ENGINES) >= MAX_GRAMMAR_ENGINES:
-                    GRAMMAR_ENGINES.pop(next(iter(GRAMMAR_ENGINES)))  # the oldest
-                GRAMMAR_ENGINES[key] = engines[self.structured_backend](self.outlines_model)
-            self._grammar_engine = GRAMMAR_ENGINES[key]
         return self._grammar_engine
 
     def model_input(self, request: GenerationRequest) -> Any:
@@ -474,6 +426,43 @@ class HFModel(LM):
         for name in ("outlines_model", "hf_model"):
             if hasattr(self, name):
                 delattr(self, name)
+
+
+def _checked_settings(
+    dtype: str, device: str | None, device_map: str | None, prefix_cache_tokens: int
+) -> str:
+    """Check the settings that need no library (a one-line error before anything is imported or
+    loaded); `dtype` under our name for it (torch's `float` and `half` are float32, float16)."""
+    if device and device_map:
+        raise FinReflectError(f"give device ({device}) or device_map ({device_map}), not both")
+    dtype = DTYPE_ALIASES.get(dtype, dtype)
+    if dtype not in DTYPES:
+        raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
+    if prefix_cache_tokens < 0:
+        raise FinReflectError(
+            f"prefix_cache_tokens={prefix_cache_tokens}: give 0 (no reuse) or more positions"
+        )
+    return dtype
+
+
+def _require_libraries(structured_backend: str) -> None:
+    """A one-line error naming the extra to install where a library the backend needs (or the
+    one `structured_backend` names) is missing."""
+    try:
+        import outlines  # noqa: F401
+        import torch  # noqa: F401
+        import transformers  # noqa: F401
+    except ImportError as exc:
+        raise FinReflectError(
+            f"the hf backend needs {exc.name}: {install_hint('hf')} "
+            "(on a CPU-only machine: pip install torch==2.13.0 first)"
+        ) from None
+    if importlib.util.find_spec(structured_backend) is None:  # each is its module's name
+        extra = "xgrammar" if structured_backend == "xgrammar" else "hf"
+        raise FinReflectError(
+            f"structured_backend '{structured_backend}' needs {structured_backend}: "
+            f"{install_hint(extra)}"
+        )
 
 
 def each_step(on_work: Callable[[float], None], rows: int, prompt_left: float) -> Any:

@@ -15,17 +15,17 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.models._base import (
-    LM,
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.redaction import REDACTED, redact, redact_text, redact_url
+from finreflect_eval._util.resources import install_hint
+from finreflect_eval.models._base import LM
+from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._requests import (
     Completion,
     GenerationRequest,
     JsonSchema,
     closed_schema,
 )
-from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.redaction import REDACTED, redact, redact_text, redact_url
-from finreflect_eval.resources import install_hint
 
 if TYPE_CHECKING:
     import httpx
@@ -96,12 +96,27 @@ class OpenAIModel(LM):
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
-        try:
-            import httpx
-        except ImportError:
-            raise FinReflectError(
-                f"the openai backend needs httpx: {install_hint('api')}"
-            ) from None
+        _require_httpx()
+        url, auth = self._resolve_base_url(base_url)
+        # Model args come from the command line, where a value that is not a literal stays a str.
+        if extra_body is not None and not isinstance(extra_body, dict):
+            raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
+        self.extra_body = extra_body or {}
+        self._set_limits(
+            max_concurrency, http_retries, failure_budget, backoff, max_backoff, timeout, deadline
+        )
+        self._reachable = False
+        # Which server answers (the `owned_by` of `GET /models`: llamacpp, vllm, ...), once
+        # reached: servers read some fields under their own names.
+        self.served_by: str | None = None
+        self._state = threading.Lock()
+        self._open_client(api_key_env, url, auth)
+
+    def _resolve_base_url(self, base_url: str | None) -> tuple[httpx.URL, httpx.BasicAuth | None]:
+        """Set `base_url` (the API root, without credentials) and `endpoint` (as shown); the
+        URL as given, and the basic auth its credentials make, if it holds any."""
+        import httpx
+
         root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
         # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).
         root = root.rstrip("/").removesuffix(self.endpoint_path)
@@ -121,9 +136,20 @@ class OpenAIModel(LM):
         auth = httpx.BasicAuth(url.username, url.password) if url.userinfo else None
         self.base_url = str(url.copy_with(username=None, password=None)) if auth else root
         self.endpoint = redact_url(self.base_url)  # as shown: no key in its query either
-        # Model args come from the command line, where a value that is not a literal stays a str.
-        if extra_body is not None and not isinstance(extra_body, dict):
-            raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
+        return url, auth
+
+    def _set_limits(
+        self,
+        max_concurrency: int,
+        http_retries: int,
+        failure_budget: int,
+        backoff: float,
+        max_backoff: float,
+        timeout: float,
+        deadline: float,
+    ) -> None:
+        """Check and keep the limits on requests in flight, retries and time, and start the
+        count of failures in a row that `failure_budget` bounds."""
         if max_concurrency < 1 or http_retries < 0 or failure_budget < 1:
             raise FinReflectError(
                 "max_concurrency and failure_budget must be at least 1, http_retries at least 0"
@@ -136,7 +162,6 @@ class OpenAIModel(LM):
             raise FinReflectError(
                 f"timeout and deadline must be positive seconds ({timeout}, {deadline})"
             )
-        self.extra_body = extra_body or {}
         self.max_concurrency = max_concurrency
         self._slots = _endpoint_slots(self.endpoint, max_concurrency)
         self.http_retries = http_retries
@@ -147,11 +172,12 @@ class OpenAIModel(LM):
         self.failure_budget = failure_budget
         self._failures_in_row = 0
         self._last_failure = ""
-        self._reachable = False
-        # Which server answers (the `owned_by` of `GET /models`: llamacpp, vllm, ...), once
-        # reached: servers read some fields under their own names.
-        self.served_by: str | None = None
-        self._state = threading.Lock()
+
+    def _open_client(self, api_key_env: str, url: httpx.URL, auth: httpx.BasicAuth | None) -> None:
+        """The HTTP client: the key in `$api_key_env` as a bearer token (unless the URL's
+        credentials go as basic auth), one connection per request in flight."""
+        import httpx
+
         api_key = os.environ.get(api_key_env)
         if api_key is not None and not api_key.isascii():
             raise FinReflectError(f"${api_key_env} holds characters an HTTP header cannot carry")
@@ -161,13 +187,12 @@ class OpenAIModel(LM):
             )
         # What a server might echo back (an error body quoting the request): never kept.
         self._secrets = [s for s in (api_key, url.password, url.username) if s and len(s) >= 8]
+        slots = self.max_concurrency
         self._client = httpx.Client(
             auth=auth,
             headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
-            timeout=timeout,
-            limits=httpx.Limits(
-                max_connections=max_concurrency, max_keepalive_connections=max_concurrency
-            ),
+            timeout=self.timeout,
+            limits=httpx.Limits(max_connections=slots, max_keepalive_connections=slots),
         )
 
     def identity(self) -> dict[str, Any]:
@@ -378,6 +403,14 @@ class OpenAIModel(LM):
             if key.lower() not in ("content-encoding", "content-length")
         ]
         return httpx.Response(response.status_code, headers=headers, content=bytes(content))
+
+
+def _require_httpx() -> None:
+    """A one-line error naming the extra to install where httpx is missing."""
+    try:
+        import httpx  # noqa: F401
+    except ImportError:
+        raise FinReflectError(f"the openai backend needs httpx: {install_hint('api')}") from None
 
 
 class _DeadlinePassed(Exception):

@@ -24,17 +24,11 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.models._base import (
-    LM,
-    Attempts,
-    Completion,
-    GenerationRequest,
-    Progress,
-    ReplicaPlan,
-)
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.resources import install_hint
+from finreflect_eval.models._base import LM, Attempts, Progress, ReplicaPlan
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.resources import install_hint
+from finreflect_eval.models._requests import Completion, GenerationRequest
 
 logger = logging.getLogger(__name__)
 

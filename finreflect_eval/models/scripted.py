@@ -9,9 +9,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.models._base import LM, Completion, GenerationRequest
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._requests import Completion, GenerationRequest
 
 Responder = Callable[[GenerationRequest], str]
 

@@ -11,19 +11,11 @@ import logging
 from collections.abc import Mapping
 from typing import Any, Literal, get_args
 
-from finreflect_eval.errors import FinReflectError
-from finreflect_eval.models._base import (
-    LM,
-    Completion,
-    GenerationRequest,
-    Message,
-    ReplicaPlan,
-    closed_schema,
-    hub_commit,
-    tokenizer_info,
-)
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.resources import install_hint
+from finreflect_eval.models._base import LM, ReplicaPlan, hub_commit, tokenizer_info
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.resources import install_hint
+from finreflect_eval.models._requests import Completion, GenerationRequest, Message, closed_schema
 
 logger = logging.getLogger(__name__)
 

@@ -10,12 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from finreflect_eval import __version__
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.version import __version__
 from finreflect_eval.data import SAMPLE, Benchmark, load_benchmark, resolve_dataset
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.evaluator import RunConfig, SpanSource, check_sample_tasks, with_overrides
-from finreflect_eval.judging import JudgeSpec, Panel
 from finreflect_eval.models import ModelSpec, get_backend
+from finreflect_eval.pipeline.judging import JudgeSpec, Panel
+from finreflect_eval.pipeline.run_config import RunConfig, with_overrides
+from finreflect_eval.pipeline.span_source import SpanSource, check_sample_tasks
 from finreflect_eval.preflight._models import (
     HUB_TIMEOUT,
     Hub,
@@ -25,7 +26,7 @@ from finreflect_eval.preflight._models import (
     disk_problem,
 )
 from finreflect_eval.preflight._plan import TaskData, render_plan
-from finreflect_eval.tasks import Task, TaskIndex, validate_task
+from finreflect_eval.tasks.config import Task, TaskIndex, validate_task
 
 
 @dataclass

@@ -13,12 +13,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.judging import JudgeSpec
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.redaction import redact_url
+from finreflect_eval._util.resources import install_hint
 from finreflect_eval.models import ModelSpec, check_spec, get_backend
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
-from finreflect_eval.redaction import redact_url
-from finreflect_eval.resources import install_hint
+from finreflect_eval.pipeline.judging import JudgeSpec
 
 HUB_TIMEOUT = 10.0  # seconds for one metadata request
 ENDPOINT_TIMEOUT = 5.0  # seconds for an endpoint's `GET /models`

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from finreflect_eval.evaluator import RunConfig
-from finreflect_eval.judging import Panel
+from finreflect_eval._util.tables import markdown_table
+from finreflect_eval.pipeline.judging import Panel
+from finreflect_eval.pipeline.run_config import RunConfig
 from finreflect_eval.preflight._models import ModelCheck, free_bytes, gigabytes, hub_cache
-from finreflect_eval.tables import markdown_table
-from finreflect_eval.tasks import Task
+from finreflect_eval.tasks.config import Task
 
 
 @dataclass

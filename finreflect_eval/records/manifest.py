@@ -10,8 +10,8 @@ from pydantic import (
     field_validator,
 )
 
-from finreflect_eval.criteria import CRITERIA, METRIC_NAMES, Aggregation, CriterionName
-from finreflect_eval.modes import ModeName
+from finreflect_eval.protocol.criteria import CRITERIA, METRIC_NAMES, Aggregation, CriterionName
+from finreflect_eval.protocol.modes import ModeName
 from finreflect_eval.records.base import (
     FileRecord,
     PlainName,
@@ -180,7 +180,7 @@ class MetricSpec(Record):
     """One item of a task's `metric_list` (lm-eval's field)."""
 
     metric: str
-    """A judge criterion or an extraction metric (finreflect_eval.criteria)."""
+    """A judge criterion or an extraction metric (finreflect_eval.protocol.criteria)."""
     aggregation: Aggregation | None = None
     """For a criterion: micro (over items) or macro (over spans); None keeps its default."""
     higher_is_better: bool | None = None

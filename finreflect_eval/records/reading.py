@@ -11,7 +11,7 @@ from pydantic import (
     ValidationError,
 )
 
-from finreflect_eval.errors import FinReflectError, first_invalid_field, first_line
+from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.records.base import (
     FORMAT_VERSION,
     FileRecord,

@@ -11,8 +11,8 @@ from pydantic import (
     model_serializer,
 )
 
-from finreflect_eval.criteria import CriterionName, Label
-from finreflect_eval.modes import ModeName
+from finreflect_eval.protocol.criteria import CriterionName, Label
+from finreflect_eval.protocol.modes import ModeName
 from finreflect_eval.records.base import (
     FileRecord,
     Percent,
@@ -93,6 +93,8 @@ class RunSettings(Record):
     """The judge panel's name."""
     allow_failures: bool = False
     """Scored with `--allow-failures` despite failed calls (never a leaderboard entry)."""
+    without_judge_rule: str | None = None
+    """How a score without one judge decides an item its two other judges split on."""
 
 
 class Agreement(Record):
@@ -131,7 +133,19 @@ class CriterionDetail(Record):
     per_judge: dict[str, Percent]
     """Each judge's own score on the items it judged."""
     without_judge: dict[str, Percent] = {}
-    """The score from the other judges' votes (the same rule), per judge left out."""
+    """The score from the other judges' votes (the same rule; `RunSettings.without_judge_rule`),
+    per judge left out."""
+    judge_influence: dict[str, float | None] = {}
+    """Per judge, in points: the mean of the scores without each other judge minus the score
+    without this one. Near 0 for exchangeable judges; positive for a judge that lifts the score
+    beyond the others (lenient), negative for a strict one."""
+    n_filings: int | None = None
+    """The filings the interval resamples (None: written before it was recorded)."""
+    ci_method: str | None = None
+    """How `ci` was made: the filing bootstrap's percentiles, or (under 10 filings) a clustered
+    t interval with G-1 degrees of freedom."""
+    ci_reliable: bool | None = None
+    """False under 10 filings: too few to show how filings vary, whatever the method."""
 
 
 class Failures(Record):
@@ -190,6 +204,12 @@ class Overall(Record):
     """Per task: the mean of its judged criteria."""
     without_judge: dict[str, Percent] = {}
     """The score from the other judges' votes, per judge left out."""
+    judge_influence: dict[str, float | None] = {}
+    """Per judge, as `CriterionDetail.judge_influence`, of Overall."""
+    n_filings: int | None = None
+    ci_method: str | None = None
+    ci_reliable: bool | None = None
+    """As `CriterionDetail`'s, for Overall's interval."""
 
 
 class FilingScores(Record):

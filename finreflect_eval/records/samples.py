@@ -3,20 +3,24 @@ sample fields beside ours."""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import (
     Field,
+    TypeAdapter,
     model_validator,
 )
 
-from finreflect_eval.criteria import CriterionName
-from finreflect_eval.modes import ModeName
+from finreflect_eval._util.hashing import text_sha256 as hash_string  # lm-eval's name
+from finreflect_eval.protocol.criteria import CriterionName
+from finreflect_eval.protocol.modes import ModeName
+from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.records.base import (
     FileRecord,
     Record,
 )
-from finreflect_eval.schema import Triple
 
 
 class Feedback(Record):
@@ -84,7 +88,7 @@ class SampleMetrics(Record):
 class SampleRecord(FileRecord):
     """Everything about one span of one task: one line of `samples_<task>_<run>.jsonl`. It
     holds every field lm-eval 0.4.13 logs for a document, computed as lm-eval computes them
-    (finreflect_eval.lm_eval_sample). A line written before they existed reads with them
+    (finreflect_eval.records.lm_eval). A line written before they existed reads with them
     derived from its other fields."""
 
     doc_id: int = Field(ge=0, lt=2**63)
@@ -153,9 +157,6 @@ class SampleRecord(FileRecord):
                 "section": self.section,
                 "text": self.text,
             }
-            # Imported here: it needs numpy, which the records' light readers do without.
-            from finreflect_eval.lm_eval_sample import fill
-
             fill(self)
         if not isinstance(self.doc.get("text"), str):
             raise ValueError("doc must be the span's row, with its text")
@@ -163,3 +164,66 @@ class SampleRecord(FileRecord):
             raise ValueError("text differs from doc.text")
         self.text = self.doc["text"]
         return self
+
+
+# lm-eval's fields of a sample, derived from ours (finreflect_eval.records.lm_eval says how).
+
+_ANSWER = TypeAdapter(dict[str, list[Triple]])
+
+
+def doc_hash(doc: Mapping[str, Any]) -> str:
+    """lm-eval's `doc_hash`: of the document as JSON indented by 2, non-ASCII kept."""
+    return hash_string(json.dumps(doc, indent=2, ensure_ascii=False))
+
+
+def prompt_hash(messages: Sequence[Mapping[str, Any]]) -> str:
+    """lm-eval's `prompt_hash` of a chat request: of its messages as the JSON string lm-eval's
+    chat API models send (`JsonChatStr`)."""
+    return hash_string(json.dumps(list(messages), ensure_ascii=False))
+
+
+def answer(triples: Sequence[Triple]) -> str:
+    """Triples as the extraction answers them, `{"triples": [...]}`, as pydantic writes JSON."""
+    return _ANSWER.dump_json({"triples": list(triples)}).decode()
+
+
+def item_scores(votes: Mapping[str, Sequence[Vote]]) -> list[float | None]:
+    """A panel's score of each item of one criterion (`votes`: judge -> one vote per item): the
+    label its majority rule takes as a number, None where it is unscored. Scoring's own rule
+    (`metrics.Outcomes`, all items at once): a judge without a vote on an item is absent."""
+    # Imported here: numpy, which the records' light readers do without.
+    import numpy as np
+
+    from finreflect_eval.stats import metrics
+
+    n_items = max((len(cast) for cast in votes.values()), default=0)
+    codes = np.full((n_items, len(votes)), metrics.ABSENT, dtype=np.int8)
+    for column, cast in enumerate(votes.values()):
+        codes[: len(cast), column] = [metrics.vote_code(vote.verdict) for vote in cast]
+    outcome = metrics.Outcomes.of(codes, np.full(n_items, len(votes)))
+    scored = outcome.scored.tolist()
+    return [s if ok else None for s, ok in zip(outcome.score.tolist(), scored, strict=True)]
+
+
+def fill(record: SampleRecord) -> None:
+    """Set the record's lm-eval fields from its own: when extraction or judging changed it, and
+    for a line written before the fields existed."""
+    record.doc_hash = doc_hash(record.doc)
+    first = record.arguments.get("gen_args_0", {}).get("arg_0")
+    if isinstance(first, list):  # (a run upgraded from format 1 has no prompts)
+        record.prompt_hash = prompt_hash(first)
+    record.target = answer(record.reference)
+    record.target_hash = hash_string(record.target)
+    record.resps = [list(step.raw_outputs) for step in record.steps]
+    record.filtered_resps = [answer(record.triples)]
+    # A new object: a copy of the record (see `first_mismatch`) may share the old one.
+    record.metrics = record.metrics.model_copy(
+        update={
+            "triples_per_span": len(record.triples),
+            "check_rules": [int(all(checks.values())) for checks in record.rule_checks],
+            "panels": {
+                panel: {criterion: item_scores(cast) for criterion, cast in by_criterion.items()}
+                for panel, by_criterion in record.votes.items()
+            },
+        }
+    )

@@ -8,7 +8,8 @@ from pydantic import (
     Field,
 )
 
-from finreflect_eval.criteria import CriterionName, Label
+from finreflect_eval.protocol.criteria import CriterionName, Label
+from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.records.base import (
     FileRecord,
     Record,
@@ -24,7 +25,6 @@ from finreflect_eval.records.results import (
 from finreflect_eval.records.samples import (
     SampleRecord,
 )
-from finreflect_eval.schema import Triple
 
 
 class ProbeSpan(Record):

@@ -1,11 +1,12 @@
 """`finreflect-eval view`: a scored run as a static report to look at, or two runs side by side.
 
-The report is a folder (`index.html`, `report.js`, `report.css`, `data/`, and a README.md that
-makes it a Hugging Face static Space): the run's settings, its scores per task and criterion
-with their intervals, the judges' agreement, and a browser of every span with its triples and
-every judge's vote (filterable; the review queue is one view of it). It needs no server and no
-network; large runs are paged (see `report`). Modules by job: `source` (reading a run),
-`spans` (a span as the pages hold it), `report` (the folder and the page, with `templates/`).
+The report is a folder (`index.html`, its scripts `report-*.js`, `report.css`, `data/`, and a
+README.md that makes it a Hugging Face static Space): the run's settings, its scores per task and
+criterion with their intervals, the judges' agreement, and a browser of every span with its
+triples and every judge's vote (filterable; the review queue is one view of it). It needs no
+server and no network; large runs are paged (see `report`). Modules by job: `source` (reading a
+run), `spans` (a span as the pages hold it), `report` (the folder and the page, with
+`templates/`).
 """
 
 from finreflect_eval.view.report import push_report, write_report

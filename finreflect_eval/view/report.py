@@ -1,7 +1,9 @@
 """`finreflect-eval view`: a scored run (or two, side by side) as a static report folder.
 
     index.html            settings, scores with their intervals (SVG), α, leave-one-judge-out,
-                          and the span browser and review queue (report.js, report.css)
+                          and the span browser and review queue (report-*.js, report.css)
+    report-*.js           the page's script, in parts by what they draw, loaded in the order of
+                          SCRIPTS: plain scripts (a page opened from disk may not load modules)
     data/<task>/index.js  the task's span index: one row per span (company, section, counts,
                           a mask of its items' labels and flags) — what filtering reads
     data/<task>/<n>.js    the spans themselves, a page of at most SPANS_PER_PAGE spans (and
@@ -27,12 +29,13 @@ from typing import Any
 import jinja2
 import yaml
 
-from finreflect_eval import __version__
-from finreflect_eval.criteria import CRITERIA, CRITERION_NAMES
-from finreflect_eval.errors import FinReflectError, first_line
-from finreflect_eval.metrics import ALPHA_GATE, code_label, vote_code
+from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.version import __version__
+from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
 from finreflect_eval.records import Submission
-from finreflect_eval.store import not_a_link
+from finreflect_eval.runs.store import not_a_link
+from finreflect_eval.stats.agreement import ALPHA_GATE
+from finreflect_eval.stats.metrics import code_label, vote_code
 from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
 from finreflect_eval.view.source import ViewRun, open_run
 from finreflect_eval.view.spans import SpanRow, compare_parts, dumps, span_meta, span_part
@@ -41,6 +44,14 @@ TEMPLATES = Path(__file__).parent / "templates"
 SPANS_PER_PAGE = 100
 PAGE_BYTES = 1_000_000
 SCREEN = 20  # spans rendered at a time
+# The page's script, in the order it runs: each part uses names the ones before it set on FRV.
+SCRIPTS = (
+    "report-shared.js",  # the summary, the data's codes, loading data scripts, DOM helpers
+    "report-compare.js",  # two runs side by side: what differs between A and B
+    "report-filters.js",  # the state in the URL, the filter form, which spans pass it
+    "report-spans.js",  # a span: its text, triples, verdicts and every judge's vote
+    "report-main.js",  # the tabs, the span browser's screen, the wiring; starts the page
+)
 MARKER = ".finreflect-report"  # in a folder this command wrote (and may replace)
 RULES = {
     "subject_reference": "subject is a pronoun or a generic reference",
@@ -248,9 +259,10 @@ def _write_page(folder: Path, runs: Sequence[ViewRun], tasks: list[dict[str, Any
         gate=ALPHA_GATE,
         version=__version__,
         title=_title(runs),
+        scripts=SCRIPTS,
     )
     (folder / "index.html").write_text(html, encoding="utf-8")
-    for asset in ("report.js", "report.css"):
+    for asset in (*SCRIPTS, "report.css"):
         shutil.copyfile(TEMPLATES / asset, folder / asset)
     (folder / "README.md").write_text(space_card(runs), encoding="utf-8")
     (folder / MARKER).write_text(f"finreflect-eval {__version__} view\n", encoding="utf-8")
@@ -342,7 +354,7 @@ def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -
             folder_path=folder,
             repo_type="space",
             ignore_patterns=[MARKER],
-            delete_patterns=["data/**"],
+            delete_patterns=["data/**", "report*.js"],  # an earlier report's pages and parts
             commit_message="Upload a finreflect-eval report",
         )
     except Exception as exc:  # the network, offline mode, a missing or bad token, a refusal

@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from finreflect_eval import uncertainty
-from finreflect_eval.criteria import CRITERIA, EXTRACTION_METRICS
+from finreflect_eval.protocol.criteria import CRITERIA, EXTRACTION_METRICS
+from finreflect_eval.stats import uncertainty
 from finreflect_eval.view.source import ViewRun
 from finreflect_eval.view.spans import dumps
 
@@ -148,11 +148,9 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def compare_context(runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per task and criterion, both runs' scores and B − A with its paired interval
-    (resampling the same filings: `uncertainty.compare`), α of both; and the settings that
-    differ."""
+    """Per task and criterion, both runs' scores and B − A with its paired interval (on the
+    same filings: `uncertainty.compare`), α of both; and the settings that differ."""
     a, b = runs
-    seed = a.results.config.bootstrap_seed
     shown = []
     for info in tasks:
         task = info["name"]
@@ -160,7 +158,7 @@ def compare_context(runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> dic
         for name in info["criteria"]:
             scores = [run.results.results.get(task, {}).get(f"{name},none") for run in runs]
             details = [run.results.details[task].criteria.get(name) for run in runs]
-            difference, ci = _paired(runs, task, name, scores, seed)
+            difference, ci = _paired(runs, task, name, scores)
             rows.append(
                 {
                     "name": name,
@@ -196,7 +194,7 @@ def compare_context(runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> dic
 
 
 def _paired(
-    runs: Sequence[ViewRun], task: str, criterion: str, scores: list, seed: int
+    runs: Sequence[ViewRun], task: str, criterion: str, scores: list
 ) -> tuple[float | None, list[float] | None]:
     if any(score is None for score in scores):
         return None, None
@@ -208,7 +206,7 @@ def _paired(
         sums = np.asarray(filings.sums[task][criterion], dtype=float).reshape(-1, 1)
         counts = np.asarray(filings.counts[task][criterion], dtype=float).reshape(-1, 1)
         parts.append((score, list(filings.ids), sums, counts))
-    comparison = uncertainty.compare(parts, seed=seed)
+    comparison = uncertainty.compare(parts)
     difference, ci = comparison.difference(1, 0)
     return round(difference, 4), None if ci is None else [round(ci[0], 4), round(ci[1], 4)]
 

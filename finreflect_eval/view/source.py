@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from finreflect_eval.criteria import CRITERION_NAMES
-from finreflect_eval.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import Manifest, Results, SampleRecord, Submission, read
 from finreflect_eval.records.reading import parse
-from finreflect_eval.store import RunStore, newest, not_a_link
+from finreflect_eval.runs.store import RunStore, newest, not_a_link
 
 
 @dataclass

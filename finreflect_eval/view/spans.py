@@ -17,9 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from finreflect_eval import metrics
-from finreflect_eval.criteria import CRITERIA, CRITERION_NAMES
+from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
 from finreflect_eval.records import SampleRecord
+from finreflect_eval.stats import metrics
 
 # An item's flag bits: the review queue's reasons (report.js reads the same bits).
 SPLIT, UNSCORED, NO_MAJORITY = 1, 2, 4

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from finreflect_eval.data import load_benchmark, span_list
-from finreflect_eval.tasks import TaskIndex
+from finreflect_eval.tasks.config import TaskIndex
 from support.chat_server import Reply, ScriptedServer, judge_answer
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,11 +9,12 @@ from pathlib import Path
 import yaml
 
 from finreflect_eval.data import load_benchmark
-from finreflect_eval.evaluator import RunConfig, evaluate
-from finreflect_eval.judging import Panel, load_panel
 from finreflect_eval.models import ModelSpec
-from finreflect_eval.scoring import FailurePolicy
-from finreflect_eval.tasks import TaskIndex
+from finreflect_eval.pipeline.evaluator import evaluate
+from finreflect_eval.pipeline.judging import Panel, load_panel
+from finreflect_eval.pipeline.run_config import RunConfig
+from finreflect_eval.scoring.failures import FailurePolicy
+from finreflect_eval.tasks.config import TaskIndex
 
 TESTS = Path(__file__).resolve().parents[1]
 TRIPLES = {
@@ -103,7 +104,7 @@ def scripted_run(
 
 def audit_with(folder: Path, responder: str, limit: int = 3):
     """A judge audit of one scripted judge on the sample's first spans."""
-    from finreflect_eval.audit import run_audit
+    from finreflect_eval.pipeline.audit import run_audit
 
     panel = load_panel(panel_file(folder, responder))
     task = TaskIndex().tasks["finreflect_single_pass"]

@@ -74,7 +74,7 @@ def gold_labels(request):
     """Answers with the gold label of each item (0 for anything not in the gold set)."""
     import re
 
-    from finreflect_eval.audit import VERBOSE_SUFFIX
+    from finreflect_eval.pipeline.audit import VERBOSE_SUFFIX
 
     user = request.messages[-1]["content"]
     criterion = re.search(r"Criterion: ([A-Z]+)\.", user).group(1).lower()

@@ -36,7 +36,7 @@ def _build(folder: Path, model_class, config_class, **config) -> Path:
     from tokenizers import ByteLevelBPETokenizer
     from transformers import PreTrainedTokenizerFast
 
-    from finreflect_eval.schema import load_schema
+    from finreflect_eval.protocol.schema import load_schema
 
     schema = load_schema()
     corpus = [

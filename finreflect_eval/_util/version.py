@@ -1,0 +1,8 @@
+"""The installed package's version."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("finreflect-eval")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0"

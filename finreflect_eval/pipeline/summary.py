@@ -1,0 +1,189 @@
+"""The Markdown summaries the command line prints: after an extraction, one row per task; after
+scoring, lm-eval's settings line, then one row per task and group with each criterion's CI and
+the judges' α, and the overall score."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from finreflect_eval._util.tables import markdown_table
+from finreflect_eval.protocol.criteria import CRITERIA
+from finreflect_eval.records import Results
+from finreflect_eval.runs.store import Run
+from finreflect_eval.stats.agreement import ALPHA_GATE
+
+
+def extraction_table(run: Run) -> str:
+    """The extraction's summary: one row per task."""
+    rows = []
+    for task, records in run.records.items():
+        n = len(records)
+        seconds = run.manifest.tasks[task].seconds
+        rows.append(
+            [
+                task,
+                run.manifest.tasks[task].mode,
+                n,
+                sum(r.failed for r in records),
+                f"{sum(len(r.triples) for r in records) / max(n, 1):.1f}",
+                f"{sum(r.iterations for r in records) / max(n, 1):.1f}",
+                sum(r.prompt_tokens + r.completion_tokens for r in records),
+                f"{seconds / max(n, 1):.1f}",
+            ]
+        )
+    header = ["task", "mode", "spans", "failed", "triples/span", "iterations", "tokens", "s/span"]
+    return "\n" + markdown_table(header, rows) + "\n"
+
+
+def settings_line(results: Results) -> str:
+    """lm-eval's line above its table: model, model args, gen_kwargs, limit, num_fewshot and
+    batch size (with the sizes `auto` found), then the replicas of a data-parallel run."""
+    config = results.config
+    args = ",".join(f"{key}={value}" for key, value in config.model_args.items())
+    model = f"{config.model} ({args})" if args else config.model
+    gen_kwargs = ",".join(f"{key}={value}" for key, value in config.gen_kwargs.items())
+    shots = set(results.n_shot[task] for task in results.tasks)
+    found = f" ({','.join(map(str, config.batch_sizes))})" if config.batch_sizes else ""
+    chosen = ""  # how a run on part of the data chose its spans (not in lm-eval's line)
+    if config.sections:
+        chosen += f", sections: {','.join(config.sections)}"
+    if config.samples is not None:
+        counts = ",".join(f"{task}={len(ids)}" for task, ids in config.samples.items())
+        chosen += f", samples: ({counts})"
+    replicas = ""
+    if config.replicas:  # data parallel: how the requests were shared out
+        shares = " + ".join(str(replica.requests) for replica in config.replicas)
+        replicas = f", replicas: {config.data_parallel_size} ({shares} requests)"
+    return (
+        f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}{chosen}, num_fewshot: "
+        f"{shots.pop() if len(shots) == 1 else None}, batch_size: {config.batch_size}{found}"
+        f"{replicas}"
+    )
+
+
+def results_table(results: Results) -> str:
+    """The scores' summary: the settings line, then one row per group and task, like lm-eval's
+    table but with each criterion's CI and the judges' α, then the overall score."""
+    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
+    rows = []
+    for name in results.results:
+        if name in results.details:
+            rows.append(_task_row(results, name, letters))
+        else:  # a group: its tasks' means
+            entry = results.results[name]
+            cells = [_with_ci(entry.get(f"{c},none"), None) for c in letters]
+            spans = max(results.details[t].n_spans for t in results.group_subtasks[name])
+            rows.append([name, "group", spans, *cells, *_extraction_cells(entry)])
+    header = ["task", "mode", "spans", *letters.values(), "triples/span", "CheckRules"]
+    panel = results.judges.panel
+    note = results.judges.note()
+    note = f" ({note})" if note else ""
+    overall = results.overall
+    filings = len(results.filings.ids) if results.filings else None
+    by_span = f"; resampling spans: {_with_ci(overall.score, overall.ci_span)}"
+    return (
+        f"\n{settings_line(results)}\njudges: {panel}{note}\n"
+        + markdown_table(header, rows)
+        + f"\noverall: {_with_ci(overall.score, overall.ci)} (95% CI resampling {filings} "
+        f"filing(s){by_span if overall.ci_span else ''})\n"
+        + few_filings_line(overall)
+        + agreement_table(results)
+        + influence_line(results)
+    )
+
+
+def few_filings_line(overall: Any) -> str:
+    """A warning when the intervals rest on too few filings to be trusted."""
+    if overall.ci_reliable is not False:
+        return ""
+    return (
+        f"⚠ intervals unreliable: {overall.n_filings} filing(s) only ({overall.ci_method}); "
+        "they cannot show how filings vary\n"
+    )
+
+
+def agreement_table(results: Results) -> str:
+    """Krippendorff's α per task and criterion with its interval (the ordinal one beside it for
+    ordered labels), and a warning naming any criterion below the gate."""
+    letters = {name: criterion.letter for name, criterion in CRITERIA.items()}
+    rows, gated = [], {}
+    for task, agreement in results.agreement.items():
+        rows.append([task, *(alpha_text(agreement[c]) if c in agreement else "—" for c in letters)])
+        for criterion, values in agreement.items():
+            gated[criterion] = gated.get(criterion, 0) + values.below_gate
+    table = "\n" + markdown_table(["α", *letters.values()], rows) + "\n" if rows else ""
+    below = [f"{c} ({n} of {len(rows)} tasks)" for c, n in gated.items() if n]
+    warning = (
+        f"\nα below {ALPHA_GATE} (its interval's upper end) on {', '.join(below)}: the judges "
+        "agree too little there for the scores to be trusted.\n"
+        if below
+        else ""
+    )
+    return table + warning
+
+
+def influence_line(results: Results) -> str:
+    """Per criterion (and Overall), the judge with the largest influence: the points it adds
+    to the score beside the other judges (`CriterionDetail.judge_influence`)."""
+    largest = []
+    for name, criterion in CRITERIA.items():
+        influences = [
+            (value, judge)
+            for details in results.details.values()
+            if name in details.criteria
+            for judge, value in details.criteria[name].judge_influence.items()
+            if value is not None
+        ]
+        largest.append(_largest(criterion.letter, influences))
+    overall = [(v, j) for j, v in results.overall.judge_influence.items() if v is not None]
+    shown = [text for text in [*largest, _largest("overall", overall)] if text]
+    return f"judge influence, largest: {', '.join(shown)}\n" if shown else ""
+
+
+def _largest(label: str, moves: list[tuple[float, str]]) -> str:
+    if not moves:
+        return ""
+    shift, judge = max(moves, key=lambda move: abs(move[0]))
+    return f"{label} {shift:+.1f} ({judge})"
+
+
+def alpha_text(agreement: Any) -> str:
+    """α with its interval, `0.71 [0.64, 0.78]`, the ordinal one after it where there is one
+    (`ord 0.80 [...]`), `n/a` when undefined, `⚠` when below the gate; of an `Agreement` or its
+    dict."""
+    values = agreement if isinstance(agreement, dict) else agreement.model_dump()
+    if values.get("alpha") is None:
+        return "n/a"
+    text = f"{values['alpha']:.2f}"
+    if values.get("ci"):
+        text += " [{:.2f}, {:.2f}]".format(*values["ci"])
+    if values.get("ordinal") is not None:
+        text += f" ord {values['ordinal']:.2f}"
+        if values.get("ordinal_ci"):
+            text += " [{:.2f}, {:.2f}]".format(*values["ordinal_ci"])
+    return text + (" ⚠" if values.get("below_gate") else "")
+
+
+def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]:
+    entry, details = results.results[task], results.details[task]
+    cells = []
+    for name in letters:
+        ci = details.criteria[name].ci if name in details.criteria else None
+        cells.append(_with_ci(entry.get(f"{name},none"), ci))
+    in_group = any(task in results.group_subtasks.get(group, []) for group in results.groups)
+    name = f" - {task}" if in_group else task  # as lm-eval indents a group's tasks
+    return [name, details.mode, details.n_spans, *cells, *_extraction_cells(entry)]
+
+
+def _extraction_cells(entry: dict[str, Any]) -> list[str]:
+    per_span, rules = entry.get("triples_per_span,none"), entry.get("check_rules,none")
+    return [
+        "—" if per_span is None else f"{per_span:.1f}",
+        "—" if rules is None else f"{rules:.1f}",
+    ]
+
+
+def _with_ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "—"
+    return f"{value:.1f}" + (f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else "")

@@ -1,0 +1,102 @@
+"""Scores from a judged run: a pure function of its manifest and samples, used by `score` and by
+the leaderboard to recompute a submission. Nothing here loads a model or writes a file.
+
+Scoring reads typed tables (each task's `SpanFacts`, the panel's `VoteTable`s) and the manifest,
+and makes the results one block at a time: each block is a step, a function of those tables
+(`compute_results` lists them). The results follow lm-eval's results file: per task
+`<metric>,none` and `<metric>_stderr,none` for the metrics of the task's `metric_list`; groups
+as the unweighted mean of their tasks. The intervals resample filings
+(`finreflect_eval.stats.uncertainty`); the items the panel split on, could not score or had no
+majority for are `finreflect_eval.review.queue`'s queue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval.records import Manifest, Results, SampleRecord
+from finreflect_eval.scoring.groups import group_rows
+from finreflect_eval.scoring.judged import agreement_of, filings_of, overall_of, score_judged
+from finreflect_eval.scoring.run_info import judges_info, run_header, run_settings
+from finreflect_eval.scoring.span_facts import SpanFacts
+from finreflect_eval.scoring.task_blocks import task_bookkeeping, task_details, task_rows
+from finreflect_eval.scoring.votes import VoteTable
+
+
+def choose_panel(manifest: Manifest, panel: str | None) -> str:
+    """The panel to score: the one asked for, or the run's only (or latest) panel."""
+    if not manifest.judging:
+        raise FinReflectError(
+            "the samples have no votes yet; run `finreflect-eval judge --samples DIR --judges "
+            "PANEL` first"
+        )
+    if panel is None:
+        return list(manifest.judging)[-1]
+    if panel not in manifest.judging:
+        raise FinReflectError(
+            f"panel '{panel}' has not judged this run (judged by: {', '.join(manifest.judging)})"
+        )
+    return panel
+
+
+def score_tables(
+    manifest: Manifest,
+    records: dict[str, list[SampleRecord]],
+    panel: str,
+    span_facts: dict[str, SpanFacts] | None = None,
+    votes: dict[str, VoteTable] | None = None,
+) -> tuple[dict[str, SpanFacts], dict[str, VoteTable]]:
+    """What scoring reads, per task in the manifest's order: its spans' facts and the panel's
+    votes; those given (the score index), the others taken from the records."""
+    span_facts, votes = span_facts or {}, votes or {}
+    judges = [member.name for member in manifest.judging[panel].judges]
+    tasks = [task for task in manifest.tasks if task in span_facts or task in records]
+    return (
+        {
+            task: span_facts[task]
+            if task in span_facts
+            else SpanFacts.from_records(records[task], [panel])
+            for task in tasks
+        },
+        {
+            task: votes[task]
+            if task in votes
+            else VoteTable.from_records(records[task], panel, judges)
+            for task in tasks
+        },
+    )
+
+
+def facts_from_records(
+    records: dict[str, list[SampleRecord]], panels: Sequence[str] = ()
+) -> dict[str, SpanFacts]:
+    """Per task, what scoring reads of its records, with the judge calls of `panels`."""
+    return {task: SpanFacts.from_records(rows, panels) for task, rows in records.items()}
+
+
+def compute_results(
+    manifest: Manifest,
+    panel: str,
+    span_facts: dict[str, SpanFacts],
+    votes: dict[str, VoteTable],
+) -> Results:
+    """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
+    step per block."""
+    judged = score_judged(manifest, panel, span_facts, votes)
+    tasks = task_rows(manifest, span_facts, judged)
+    groups = group_rows(manifest, tasks, judged)
+    return Results(
+        results=groups | tasks,  # lm-eval's order: a group's row before its tasks'
+        groups=groups,
+        **task_bookkeeping(manifest, span_facts),
+        config=run_settings(manifest, panel),
+        **run_header(manifest, panel),
+        details=task_details(manifest, panel, span_facts, judged),
+        overall=overall_of(judged),
+        agreement=agreement_of(judged),
+        filings=filings_of(judged),
+        judges=judges_info(manifest, panel),
+        dataset=manifest.dataset,
+        finreflect_eval_version=manifest.finreflect_eval_version,
+    )

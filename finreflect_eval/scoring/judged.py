@@ -1,0 +1,172 @@
+"""The panel's scores: every judged criterion of every task scored from its vote table, all
+bootstrapped together over the run's filings; and the blocks of the results that read only them
+(`overall`, `agreement`, `filings`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from finreflect_eval.protocol.criteria import (
+    CRITERIA,
+    CRITERION_NAMES,
+    EXTRACTION_METRICS,
+    Aggregation,
+)
+from finreflect_eval.records import Agreement, FilingScores, Manifest, Overall
+from finreflect_eval.records.manifest import TaskManifest
+from finreflect_eval.scoring.span_facts import SpanFacts
+from finreflect_eval.scoring.votes import VoteTable
+from finreflect_eval.stats import metrics, uncertainty
+
+DEFAULT_BOOTSTRAP_SEED = 1234
+
+Scored = tuple[Aggregation, metrics.CriterionScores]  # a criterion's aggregation and its scores
+
+
+@dataclass(frozen=True)
+class JudgedScores:
+    """Every task's judged criteria, scored, with their intervals: one bootstrap resampled the
+    run's filings for all of them."""
+
+    judges: list[str]
+    criteria: dict[str, dict[str, Scored]]
+    """Per task (all, in order), per judged criterion of its metric_list."""
+    columns: list[tuple[str, str]]
+    """(task, criterion) of every score, in the bootstrap's order."""
+    filing_ids: list[str]
+    bootstrap: metrics.RunBootstrap
+
+    def parts(self, tasks: Iterable[str]) -> list[tuple[Aggregation, metrics.SpanScores]]:
+        """The tasks' judged criteria, as `metrics.mean_of_averages` averages them."""
+        return [
+            (aggregation, scores.per_span)
+            for task in tasks
+            for aggregation, scores in self.criteria[task].values()
+        ]
+
+
+def bootstrap_seed(manifest: Manifest) -> int:
+    return DEFAULT_BOOTSTRAP_SEED if manifest.seed is None else manifest.seed
+
+
+def score_judged(
+    manifest: Manifest,
+    panel: str,
+    span_facts: dict[str, SpanFacts],
+    votes: dict[str, VoteTable],
+) -> JudgedScores:
+    """The panel's scores of every task's judged criteria, with their intervals."""
+    judges = [member.name for member in manifest.judging[panel].judges]
+    every_span: dict[str, str] = {}  # the span ids of all tasks, each once, in order: filing
+    for facts in span_facts.values():
+        spans = zip(facts.python_values("span_id"), facts.python_values("filing"), strict=True)
+        every_span.update(spans)
+    filing_ids, span_filings = uncertainty.units_of(list(every_span.values()))
+    position = {span_id: row for row, span_id in enumerate(every_span)}
+    criteria = {}
+    for task, facts in span_facts.items():
+        filings = span_filings[[position[span_id] for span_id in facts.python_values("span_id")]]
+        criteria[task] = _score_task(
+            manifest.tasks[task], facts, votes[task], judges, filings, len(filing_ids)
+        )
+    columns = [(task, name) for task, scored in criteria.items() for name in scored]
+    bootstrap = metrics.RunBootstrap(
+        [criteria[task][name] for task, name in columns],
+        list(every_span),
+        span_filings,
+        len(filing_ids),
+        seed=bootstrap_seed(manifest),
+    )
+    return JudgedScores(judges, criteria, columns, filing_ids, bootstrap)
+
+
+def _score_task(
+    info: TaskManifest,
+    facts: SpanFacts,
+    table: VoteTable,
+    judges: list[str],
+    filings: np.ndarray,
+    n_filings: int,
+) -> dict[str, Scored]:
+    """A task's judged criteria scored from its votes (`filings`: each of its spans' filing);
+    their intervals are the run's bootstrap's."""
+    wanted = {m.metric: m.aggregation for m in info.metric_list}
+    item_criteria, positions = table.criteria(), _span_positions(facts, table)
+    span_ids = facts.python_values("span_id")
+    scored = {}
+    for name, aggregation in wanted.items():
+        if name in EXTRACTION_METRICS:
+            continue
+        aggregation = aggregation or CRITERIA[name].aggregation
+        mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
+        scored[name] = (
+            aggregation,
+            metrics.score_codes(
+                table.codes(mine),
+                positions[mine],
+                span_ids,
+                synthetic=table.column("synthetic")[mine],
+                n_votes=np.full(len(mine), len(judges)),
+                judges=judges,
+                aggregation=aggregation,
+                span_filings=filings,
+                n_filings=n_filings,
+                ordered=CRITERIA[name].ordered,
+            ),
+        )
+    return scored
+
+
+def _span_positions(facts: SpanFacts, table: VoteTable) -> np.ndarray:
+    """For each item of the table, the row of its span in `facts` (in `doc_id` order)."""
+    return np.searchsorted(facts.column("doc_id"), table.column("doc_id"))
+
+
+def overall_of(judged: JudgedScores) -> Overall:
+    """The run's one number: the mean of every task's judged criteria, its intervals, per task,
+    and without each judge."""
+    without_judge = {
+        judge: _mean(
+            [judged.criteria[task][name][1].without_judge[judge] for task, name in judged.columns]
+        )
+        for judge in judged.judges
+    }
+    return Overall(
+        score=metrics.mean_of_averages(judged.parts(judged.criteria)),
+        **judged.bootstrap.overall(range(len(judged.columns))),
+        tasks={task: metrics.mean_of_averages(judged.parts([task])) for task in judged.criteria},
+        without_judge=without_judge,
+        judge_influence=metrics.judge_influence(without_judge),
+    )
+
+
+def agreement_of(judged: JudgedScores) -> dict[str, dict[str, Agreement]]:
+    """Per task and judged criterion: the panel's α, with its interval."""
+    return {
+        task: {name: Agreement(**scores.agreement) for name, (_, scores) in criteria.items()}
+        for task, criteria in judged.criteria.items()
+    }
+
+
+def filings_of(judged: JudgedScores) -> FilingScores:
+    """Per filing, each task's judged criteria as the sums and counts their averages divide
+    (what the leaderboard resamples to compare runs)."""
+    columns = judged.columns
+    filings = FilingScores(
+        ids=judged.filing_ids,
+        sums={task: {} for task in judged.criteria},
+        counts={task: {} for task in judged.criteria},
+    )
+    for column, (task, name) in enumerate(columns):
+        for kind, offset in (("sums", 0), ("counts", len(columns))):
+            values = judged.bootstrap.filing_table[:, offset + column]
+            getattr(filings, kind)[task][name] = [round(float(v), 6) for v in values]
+    return filings
+
+
+def _mean(values: list[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return round(sum(present) / len(present), 4) if present else None

@@ -1,0 +1,497 @@
+"""The statistics behind the scores: majority aggregation, micro/macro averages with their
+bootstrap intervals (by filing and by span: `RunBootstrap`), per-judge scores and the scores
+without each judge, Krippendorff's α with its interval and gate, CheckRules and reference
+overlap. Pure functions; the resampling itself is `finreflect_eval.stats.uncertainty`'s.
+
+Aggregation (DESIGN.md §7): an item (a triple on one criterion, or a span on comprehensiveness)
+takes the label more than half of its valid votes agree on. A failed judge call is an
+abstention; an item with fewer than two valid votes is unscored (and counted). Without a
+majority the item takes the most conservative of its labels and is flagged. Any disagreement
+between valid votes flags the item for human review.
+
+Scores are ×100: by default (finreflect_eval.protocol.criteria) faithfulness, precision and
+relevance are micro-averaged over all triples, comprehensiveness macro-averaged over spans with
+good = 1, partial = 0.5, poor = 0.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from finreflect_eval.protocol.criteria import CRITERIA, LEVEL_SCORES, Aggregation, Label
+from finreflect_eval.protocol.schema import CheckRulesReport
+from finreflect_eval.stats import uncertainty
+from finreflect_eval.stats.agreement import Coincidences
+
+# The same scores as an `evaluate` metric: evaluate.load(str(EVALUATE_MODULE)).
+EVALUATE_MODULE = Path(__file__).parents[1] / "hf_metric" / "finreflect_judges.py"
+
+
+def label_score(label: Label) -> float:
+    return LEVEL_SCORES[label] if isinstance(label, str) else float(label)
+
+
+@dataclass(frozen=True)
+class Item:
+    """One judged item: a triple on one criterion, or a span's triples on comprehensiveness."""
+
+    span_id: str
+    criterion: str
+    index: int  # the triple's position, 0 for a span
+    votes: Mapping[str, Label | None]  # judge -> label, None for an abstention
+    synthetic: bool = False  # labelled by rule (no triples), not by the judges
+    filing: str = ""  # the span's filing (ticker and fiscal year): the bootstrap's unit
+
+
+@dataclass(frozen=True)
+class Outcome:
+    label: Label | None  # None when unscored
+    unanimous: bool  # every judge voted, and the same way
+    split: bool  # valid votes disagree: flagged for human review
+    no_majority: bool  # no label has more than half: the most conservative one was taken
+
+    @property
+    def scored(self) -> bool:
+        return self.label is not None
+
+    @property
+    def score(self) -> float | None:
+        return None if self.label is None else label_score(self.label)
+
+
+def aggregate(votes: Mapping[str, Label | None]) -> Outcome:
+    valid = [label for label in votes.values() if label is not None]
+    counts = Counter(valid)
+    split = len(counts) > 1
+    if len(valid) < 2:
+        return Outcome(None, unanimous=False, split=split, no_majority=False)
+    label, top = counts.most_common(1)[0]
+    no_majority = 2 * top <= len(valid)
+    if no_majority:
+        label = min(counts, key=label_score)
+    unanimous = not split and len(valid) == len(votes)
+    return Outcome(label, unanimous=unanimous, split=split, no_majority=no_majority)
+
+
+# --- averages and confidence intervals over spans ---
+
+
+@dataclass(frozen=True)
+class SpanScores:
+    """The scored items of each span that has any, spans in the order their first item comes:
+    the span's id, the sum of its items' scores and their number. Every score is 0, 0.5 or 1,
+    so every sum is exact and the averages are those of the items one by one."""
+
+    ids: list[str]
+    sums: np.ndarray
+    counts: np.ndarray
+
+    @classmethod
+    def group(
+        cls, spans: np.ndarray, span_ids: Sequence[str], scores: np.ndarray, keep: np.ndarray
+    ) -> SpanScores:
+        """The kept items' scores summed by span (`spans`: each item's index into `span_ids`)."""
+        sums = np.bincount(spans[keep], weights=scores[keep], minlength=len(span_ids))
+        counts = np.bincount(spans[keep], minlength=len(span_ids))
+        present, first = np.unique(spans[keep], return_index=True)
+        order = present[np.argsort(first, kind="stable")]
+        return cls([span_ids[span] for span in order.tolist()], sums[order], counts[order])
+
+    def means(self) -> np.ndarray:
+        return self.sums / self.counts
+
+    def columns(self, aggregation: Aggregation) -> tuple[np.ndarray, np.ndarray]:
+        """Per span, what the average sums and what it divides by: the items' scores and
+        their number (micro), or the span's mean and 1 (macro)."""
+        if aggregation == "micro":
+            return self.sums, self.counts.astype(float)
+        return self.means(), np.ones(len(self.ids))
+
+
+def micro_average(per_span: SpanScores) -> float | None:
+    """Mean over all items, whatever span they belong to."""
+    total = per_span.counts.sum()
+    return float(per_span.sums.sum() / total) if total else None
+
+
+def macro_average(per_span: SpanScores) -> float | None:
+    """Mean over spans of each span's mean."""
+    return float(np.mean(per_span.means())) if len(per_span.ids) else None
+
+
+def average(aggregation: Aggregation, per_span: SpanScores) -> float | None:
+    return (micro_average if aggregation == "micro" else macro_average)(per_span)
+
+
+def mean_of_averages(parts: Sequence[tuple[Aggregation, SpanScores]]):
+    """×100: the mean of the parts' averages (those defined)."""
+    present = [average(a, per_span) for a, per_span in parts]
+    present = [p for p in present if p is not None]
+    return _pct(float(np.mean(present))) if present else None
+
+
+def _pct(value: float | None) -> float | None:
+    """×100, rounded so that the same samples give the same numbers on any machine."""
+    return None if value is None else round(float(value) * 100, 4)
+
+
+# --- agreement ---
+
+_CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # nominal: distinct codes
+
+
+def krippendorff_alpha(
+    items: Sequence[Item], judges: Sequence[str], *, seed: int | None = None
+) -> dict[str, Any]:
+    """α across judges over the items (`agreement`), with its interval when seeded (resampling
+    the items' filings: `Item.filing`, else their spans)."""
+    codes = np.array(
+        [[_CODES.get(item.votes.get(judge), ABSTAINED) for judge in judges] for item in items],
+        dtype=np.int8,
+    ).reshape(len(items), len(judges))
+    names, units = uncertainty.units_of([item.filing or item.span_id for item in items])
+    ordered = any(CRITERIA[item.criterion].ordered for item in items)
+    table = Coincidences.of(codes, units, len(names), ordered=ordered, code_scores=_CODE_SCORES)
+    totals = None
+    if seed is not None:
+        totals = uncertainty.Resampling(len(names), seed).totals(table.by_unit)
+    return table.agreement(totals)
+
+
+# --- per criterion ---
+
+
+@dataclass
+class CriterionScores:
+    score: float | None
+    n_items: int
+    n_scored: int
+    unanimous: int
+    split: int
+    no_majority: int
+    abstentions: int
+    per_span: SpanScores = field(repr=False)
+    coincidences: Coincidences = field(repr=False)
+    per_judge: dict[str, float | None] = field(default_factory=dict)
+    without_judge: dict[str, float | None] = field(default_factory=dict)
+    """The score recomputed from the other judges' votes (same rule; `TIE_RULE`), per judge
+    left out."""
+    judge_influence: dict[str, float | None] = field(default_factory=dict)
+    """Per judge, the points it adds to the score beside the others (`judge_influence`)."""
+    agreement: dict[str, Any] = field(default_factory=dict)
+    # Set by the run's bootstrap (`RunBootstrap`): by filing, and by span for comparison.
+    ci: list[float] | None = None
+    stderr: float | None = None
+    ci_span: list[float] | None = None
+    n_filings: int = 0
+    ci_method: str = ""
+    ci_reliable: bool = False
+
+
+ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention
+_LABELS = list(_CODES)  # code -> label
+_CODE_SCORES = np.array([label_score(label) for label in _LABELS])
+
+
+def score_criterion(
+    items: Sequence[Item],
+    judges: Sequence[str],
+    *,
+    aggregation: Aggregation,
+    seed: int,
+) -> CriterionScores:
+    """The panel's score on one criterion's items (see `score_codes`), with its intervals
+    (resampling the items' filings: `Item.filing`, else their spans)."""
+    codes = np.full((len(items), len(judges)), ABSENT, dtype=np.int8)
+    for row, item in enumerate(items):
+        for column, judge in enumerate(judges):
+            if judge in item.votes:
+                codes[row, column] = vote_code(item.votes[judge])
+    span_ids, spans = uncertainty.units_of([item.span_id for item in items])
+    filing_of = {item.span_id: item.filing or item.span_id for item in items}
+    filings, span_filings = uncertainty.units_of([filing_of[span] for span in span_ids])
+    scores = score_codes(
+        codes,
+        spans,
+        span_ids,
+        synthetic=np.array([item.synthetic for item in items], dtype=bool),
+        n_votes=np.array([len(item.votes) for item in items], dtype=np.int64),
+        judges=judges,
+        aggregation=aggregation,
+        span_filings=span_filings,
+        n_filings=len(filings),
+        ordered=bool(items) and CRITERIA[items[0].criterion].ordered,
+    )
+    RunBootstrap([(aggregation, scores)], span_ids, span_filings, len(filings), seed=seed)
+    return scores
+
+
+TIE_RULE = "two judges split 1-1 on an item: the item takes the lower label"
+"""How a score without one judge of three decides (as the panel does without a majority)."""
+
+
+def judge_influence(without_judge: Mapping[str, float | None]) -> dict[str, float | None]:
+    """Per judge, in points: the mean of the scores without each other judge, minus the score
+    without this one. Every leave-one-out score drops by about the same when the judges are
+    exchangeable (two judges that split take the lower label, `TIE_RULE`), so the drop itself
+    says nothing of a judge; the difference does: near 0 for exchangeable judges, positive for a
+    judge that lifts the score beyond the others (a lenient one), negative for a strict one.
+    None where a score is missing, or with fewer than two judges."""
+    result: dict[str, float | None] = {}
+    for judge, without in without_judge.items():
+        others = [value for name, value in without_judge.items() if name != judge]
+        if without is None or not others or any(value is None for value in others):
+            result[judge] = None
+        else:
+            result[judge] = round(sum(others) / len(others) - without, 4)
+    return result
+
+
+def vote_code(label: Label | None) -> int:
+    return ABSTAINED if label is None else _CODES[label]
+
+
+def code_label(code: int) -> Label | None:
+    return _LABELS[code] if code >= 0 else None
+
+
+@dataclass(frozen=True)
+class Outcomes:
+    """The decision rule of `aggregate`, for every row of a label-code matrix at once."""
+
+    score: np.ndarray  # the label taken, as a score (meaningless where not scored)
+    label: np.ndarray  # its code
+    scored: np.ndarray
+    unanimous: np.ndarray
+    split: np.ndarray
+    no_majority: np.ndarray
+
+    @classmethod
+    def of(cls, codes: np.ndarray, n_votes: np.ndarray) -> Outcomes:
+        counts = np.stack([(codes == code).sum(axis=1) for code in range(len(_LABELS))], axis=1)
+        n_valid = counts.sum(axis=1)
+        scored = n_valid >= 2
+        split = (counts > 0).sum(axis=1) > 1
+        top = counts.max(axis=1, initial=0)
+        no_majority = scored & (2 * top <= n_valid)
+        # A majority label is unique (more than half); without one, the most conservative label.
+        candidates = np.where(counts > 0, _CODE_SCORES, np.inf)
+        label = np.where(no_majority, candidates.argmin(axis=1), counts.argmax(axis=1))
+        return cls(
+            score=_CODE_SCORES[label],
+            label=label,
+            scored=scored,
+            unanimous=scored & ~split & (n_valid == n_votes),
+            split=split,
+            no_majority=no_majority,
+        )
+
+
+def score_codes(
+    codes: np.ndarray,
+    spans: np.ndarray,
+    span_ids: Sequence[str],
+    *,
+    synthetic: np.ndarray,
+    n_votes: np.ndarray,
+    judges: Sequence[str],
+    aggregation: Aggregation,
+    span_filings: np.ndarray,
+    n_filings: int,
+    ordered: bool,
+) -> CriterionScores:
+    """The panel's score on one criterion's items, with its counts, per-judge scores, scores
+    without each judge and α (their intervals come from the run's `RunBootstrap`): `codes`
+    holds each item's label codes (items × judges; ABSTAINED, ABSENT), `spans` each item's span
+    (an index into `span_ids`), `span_filings` each span's filing (of `n_filings`); `ordered`:
+    the labels are ordered (ordinal α too). Items labelled by rule (`synthetic`) count in the
+    score, not in what measures the judges.
+
+    Vectorised over items: the same decision rule as `aggregate`. Every label scores 0, 0.5 or
+    1, so every sum is exact whatever its order: the numbers are those of scoring item by item."""
+    outcome = Outcomes.of(codes, n_votes)
+    per_span = SpanScores.group(spans, span_ids, outcome.score, outcome.scored)
+    judged = ~synthetic
+    per_judge = {}
+    for column, judge in enumerate(judges):
+        voted = judged & (codes[:, column] >= 0)
+        scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
+        by_span = SpanScores.group(spans, span_ids, scores, voted)
+        per_judge[judge] = _pct(average(aggregation, by_span))
+    without_judge = {}
+    for column, judge in enumerate(judges):
+        others = np.delete(codes, column, axis=1)
+        rest = Outcomes.of(others, (others != ABSENT).sum(axis=1))
+        by_span = SpanScores.group(spans, span_ids, rest.score, rest.scored)
+        without_judge[judge] = _pct(average(aggregation, by_span))
+    coincidences = Coincidences.of(
+        codes[judged],
+        span_filings[spans[judged]],
+        n_filings,
+        ordered=ordered,
+        code_scores=_CODE_SCORES,
+    )
+    return CriterionScores(
+        score=_pct(average(aggregation, per_span)),
+        n_items=len(codes),
+        n_scored=int(outcome.scored.sum()),
+        unanimous=int(outcome.unanimous[judged].sum()),
+        split=int(outcome.split[judged].sum()),
+        no_majority=int(outcome.no_majority[judged].sum()),
+        abstentions=int((codes[judged] == ABSTAINED).sum()),
+        per_judge=per_judge,
+        without_judge=without_judge,
+        judge_influence=judge_influence(without_judge),
+        agreement=coincidences.agreement(),
+        per_span=per_span,
+        coincidences=coincidences,
+    )
+
+
+FILING_BOOTSTRAP = "filing bootstrap, percentile"
+CLUSTERED_T = f"clustered t, G-1 degrees of freedom (under {uncertainty.MIN_FILINGS} filings)"
+
+
+class RunBootstrap:
+    """The bootstrap of a run's scores: every part (a judged criterion of a task) resampled by
+    filing and, for comparison, by span, all parts with the same seeded draws so that their
+    mean (Overall) moves as they move together; α's interval from the same filing draws.
+    Sets each part's `ci`, `stderr`, `ci_span` and its agreement's intervals."""
+
+    def __init__(
+        self,
+        parts: Sequence[tuple[Aggregation, CriterionScores]],
+        span_ids: Sequence[str],
+        span_filings: np.ndarray,
+        n_filings: int,
+        *,
+        seed: int,
+        iterations: int = uncertainty.BOOTSTRAP_ITERS,
+    ) -> None:
+        position = {span_id: row for row, span_id in enumerate(span_ids)}
+        n = len(parts)
+        by_span = np.zeros((len(span_ids), 2 * n))
+        self.filing_table = np.zeros((n_filings, 2 * n))  # per filing: each part's sum, count
+        for column, (aggregation, scores) in enumerate(parts):
+            rows = np.array([position[span] for span in scores.per_span.ids], dtype=np.int64)
+            for offset, values in zip((0, n), scores.per_span.columns(aggregation), strict=True):
+                by_span[:, offset + column] = np.bincount(rows, values, len(span_ids))
+                self.filing_table[:, offset + column] = np.bincount(
+                    span_filings[rows], values, n_filings
+                )
+        agreement = [scores.coincidences.by_unit for _, scores in parts]
+        totals = uncertainty.Resampling(n_filings, seed, iterations).totals(
+            np.hstack([self.filing_table, *agreement])
+        )
+        span_totals = uncertainty.Resampling(len(span_ids), seed, iterations).totals(by_span)
+        self.by_filing = uncertainty.ratios(totals[:, :n], totals[:, n : 2 * n])
+        self.by_span = uncertainty.ratios(span_totals[:, :n], span_totals[:, n:])
+        start = 2 * n
+        for column, (_, scores) in enumerate(parts):
+            interval = self._interval([column])
+            scores.ci, scores.stderr = interval["ci"], interval["stderr"]
+            scores.n_filings, scores.ci_method = n_filings, interval["ci_method"]
+            scores.ci_reliable = interval["ci_reliable"]
+            scores.ci_span, _ = _pct_interval(self.by_span[:, column])
+            width = scores.coincidences.by_unit.shape[1]
+            scores.agreement = scores.coincidences.agreement(totals[:, start : start + width])
+            start += width
+
+    def overall(self, columns: Sequence[int]) -> dict[str, Any]:
+        """The interval (by filing and by span) and standard error of the mean of some parts'
+        averages (their indices in `parts`), with how the interval was made."""
+        ci_span, _ = _pct_interval(uncertainty.mean_of_defined(self.by_span[:, columns]))
+        return {**self._interval(columns), "ci_span": ci_span, "n_filings": len(self.filing_table)}
+
+    def _interval(self, columns: Sequence[int]) -> dict[str, Any]:
+        """The filing interval of the mean of some parts' averages: the percentile bootstrap
+        from `uncertainty.MIN_FILINGS` filings on, else the clustered t interval (unreliable)."""
+        n_filings = len(self.filing_table)
+        if n_filings >= uncertainty.MIN_FILINGS:
+            replicates = uncertainty.mean_of_defined(self.by_filing[:, columns])
+            ci, stderr = _pct_interval(replicates)
+            return {"ci": ci, "stderr": stderr, "ci_method": FILING_BOOTSTRAP, "ci_reliable": True}
+        n = self.filing_table.shape[1] // 2
+        sums = self.filing_table[:, list(columns)]
+        counts = self.filing_table[:, [n + column for column in columns]]
+        totals = counts.sum(axis=0)
+        ci, stderr = None, None
+        if (totals > 0).any():
+            estimate = float((sums.sum(axis=0)[totals > 0] / totals[totals > 0]).mean())
+            influence = uncertainty.influence(sums, counts) / 100  # on the estimate's scale
+            ci, stderr = uncertainty.clustered_t_interval(estimate, influence)
+        return {
+            "ci": None if ci is None else [_pct(ci[0]), _pct(ci[1])],
+            "stderr": _pct(stderr),
+            "ci_method": CLUSTERED_T,
+            "ci_reliable": False,
+        }
+
+
+def _pct_interval(replicates: np.ndarray) -> tuple[list[float] | None, float | None]:
+    ci, stderr = uncertainty.interval(replicates)
+    return (None if ci is None else [_pct(ci[0]), _pct(ci[1])]), _pct(stderr)
+
+
+def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
+    """Every criterion's scores (default averaging), for items of any criteria."""
+    return {
+        name: score_criterion(
+            [item for item in items if item.criterion == name],
+            judges,
+            aggregation=criterion.aggregation,
+            seed=seed,
+        ).__dict__
+        for name, criterion in CRITERIA.items()
+    }
+
+
+# --- extraction-side metrics ---
+
+
+_NOT_WORD = re.compile(r"[^\w$%.]+")
+
+
+@lru_cache(maxsize=1 << 16)  # entity names repeat across a filing's triples
+def _normalise(text: str) -> str:
+    """Lower case, every run of other characters than word ones, `$`, `%` and `.` one space,
+    no spaces or dots at either end."""
+    return _NOT_WORD.sub(" ", text.lower()).strip(" .")
+
+
+def triple_key(triple: Any) -> tuple[str, str, str]:
+    """What makes two triples the same fact for reference overlap."""
+    return (_normalise(triple.subject), triple.relation.lower(), _normalise(triple.object))
+
+
+def extraction_metrics(
+    n_spans: int,
+    n_triples: int,
+    rules: CheckRulesReport,
+    overlap: tuple[int, int, int],
+    failed: int,
+) -> dict[str, Any]:
+    """Metrics of the extracted triples themselves, from their counts over a task's spans:
+    CheckRules passes, and the (predicted, reference, matched) distinct normalised (subject,
+    relation, object) keys, for micro precision and recall against the reference triples."""
+    predicted, reference, matched = overlap
+    return {
+        "n_spans": n_spans,
+        "n_triples": n_triples,
+        "triples_per_span": round(n_triples / n_spans, 4) if n_spans else None,
+        "check_rules": _pct(rules.all_rules),
+        "check_rules_detail": {
+            key: _pct(value) for key, value in rules.as_dict().items() if key != "n_triples"
+        },
+        "reference_precision": _pct(matched / predicted) if predicted else None,
+        "reference_recall": _pct(matched / reference) if reference else None,
+        "failed_extractions": failed,
+    }

@@ -1,0 +1,270 @@
+"""How sure the scores are: bootstrap intervals that resample filings, Krippendorff's α and its
+interval (nominal; ordinal for ordered labels), and paired comparisons of runs with rank ranges.
+
+The unit of resampling is the filing (a company's 10-K for one fiscal year): the benchmark
+samples filings and sections, and the spans of one filing share their company, year, writing
+and often their facts, so their outcomes move together. Resampling spans as if independent
+makes the intervals too narrow; resampling filings keeps each filing's spans together (a
+cluster bootstrap). The span bootstrap is kept beside it for comparison.
+
+Every bootstrap here is a weighted sum: a replicate draws n units with replacement, which is a
+vector of weights (how often each unit was drawn), and any statistic built from per-unit sums
+(a ratio of sums, a coincidence matrix) is that vector times the per-unit table. All replicates
+of a run come from one seeded stream, so every criterion, the overall score and α move together.
+
+Comparisons of runs (`compare`) draw nothing: each difference's filing-clustered standard error
+is computed (linearised), and one Bonferroni-adjusted t multiplier makes the intervals of all
+pairs simultaneous, so the separations a table shows hold together, whatever the seed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Literal
+
+import numpy as np
+
+BOOTSTRAP_ITERS = 1000
+CONFIDENCE = 0.95
+MIN_FILINGS = 10
+"""Under this many filings the percentile bootstrap of filings is too narrow (a resample can
+only shuffle the few filings there are): intervals then come from Student's t with G-1 degrees
+of freedom (`clustered_t_interval`), and are marked unreliable."""
+_BLOCK = 1 << 22  # units × replicates held at once (32 MB as float64)
+
+Level = Literal["nominal", "ordinal"]
+
+
+@dataclass(frozen=True)
+class Resampling:
+    """`iterations` seeded draws of `n_units` units with replacement (the same on any machine)."""
+
+    n_units: int
+    seed: int
+    iterations: int = BOOTSTRAP_ITERS
+
+    def weights(self) -> Iterator[np.ndarray]:
+        """Per block of replicates, how often each draws each unit (replicates × units)."""
+        rng = np.random.default_rng(self.seed)
+        rows = max(1, _BLOCK // max(self.n_units, 1))
+        for start in range(0, self.iterations, rows):
+            block = min(rows, self.iterations - start)
+            picks = rng.integers(0, self.n_units, size=(block, self.n_units))
+            picks += np.arange(block)[:, None] * self.n_units
+            counts = np.bincount(picks.ravel(), minlength=block * self.n_units)
+            yield counts.reshape(block, self.n_units).astype(float)
+
+    def totals(self, table: np.ndarray) -> np.ndarray:
+        """Each replicate's column sums of a per-unit table (units × columns → replicates ×
+        columns); NaN with fewer than two units (one cannot show how units vary: no interval)."""
+        if self.n_units < 2:
+            return np.full((self.iterations, table.shape[1]), np.nan)
+        return np.vstack([weights @ table for weights in self.weights()])
+
+
+def ratios(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Σ sums / Σ counts per replicate and column; NaN where a replicate drew no count."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(counts > 0, sums / np.where(counts > 0, counts, 1), np.nan)
+
+
+def interval(replicates: np.ndarray) -> tuple[list[float] | None, float | None]:
+    """The percentile interval and the standard deviation of a statistic's replicates (NaN
+    replicates, those without data, left out); None when none is defined."""
+    defined = replicates[~np.isnan(replicates)]
+    if len(defined) < 2:
+        return None, None
+    tail = (1 - CONFIDENCE) / 2 * 100
+    low, high = np.percentile(defined, [tail, 100 - tail])
+    return [float(low), float(high)], float(np.std(defined, ddof=1))
+
+
+def clustered_t_interval(
+    estimate: float, influence: np.ndarray
+) -> tuple[list[float] | None, float | None]:
+    """A ratio's interval from its units' linearised influences (`influence`, on the estimate's
+    scale): the cluster-robust standard error (factor G/(G-1)) times Student's t with G-1
+    degrees of freedom; None with fewer than two units."""
+    from scipy.stats import t as student
+
+    units = len(influence)
+    if units < 2:
+        return None, None
+    stderr = math.sqrt(units / (units - 1) * float(influence @ influence))
+    half = float(student.ppf(1 - (1 - CONFIDENCE) / 2, units - 1)) * stderr
+    return [estimate - half, estimate + half], stderr
+
+
+def units_of(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """The distinct keys in order of first appearance, and each key's index among them."""
+    position: dict[str, int] = {}
+    index = np.array([position.setdefault(key, len(position)) for key in keys], dtype=np.int64)
+    return list(position), index
+
+
+def unit_sums(units: np.ndarray, values: np.ndarray, n_units: int) -> np.ndarray:
+    """`values` (rows × columns, or rows) summed by each row's unit (units × columns)."""
+    if values.ndim == 1:
+        return np.bincount(units, weights=values, minlength=n_units)
+    sums = np.zeros((n_units, values.shape[1]))
+    for column, weights in enumerate(values.T):
+        sums[:, column] = np.bincount(units, weights=weights, minlength=n_units)
+    return sums
+
+
+def mean_of_defined(values: np.ndarray) -> np.ndarray:
+    """Each row's mean over its defined (not NaN) values; NaN where none is."""
+    defined = ~np.isnan(values)
+    total = np.where(defined, values, 0).sum(axis=1)
+    count = defined.sum(axis=1)
+    return np.where(count > 0, total / np.maximum(count, 1), np.nan)
+
+
+# --- Krippendorff's α from coincidence matrices ---
+
+
+def value_counts(codes: np.ndarray, values: Sequence[int]) -> np.ndarray:
+    """How many of each item's votes (items × judges; negative: none) give each value."""
+    counts = np.zeros((len(codes), len(values)))
+    for column, value in enumerate(values):
+        counts[:, column] = (codes == value).sum(axis=1)
+    return counts
+
+
+def coincidences(counts: np.ndarray) -> np.ndarray:
+    """Each item's contribution to the coincidence matrix (items × V × V, as V² columns): the
+    pairs of its votes, each weighted 1/(m-1) for its m votes; items with fewer than two votes
+    are not pairable and contribute nothing (Krippendorff 2011, "Computing Krippendorff's
+    Alpha-Reliability", §B)."""
+    m = counts.sum(axis=1)
+    scale = np.where(m >= 2, 1 / np.maximum(m - 1, 1), 0.0)
+    pairs = counts[:, :, None] * counts[:, None, :]
+    diagonal = np.arange(counts.shape[1])
+    pairs[:, diagonal, diagonal] -= counts
+    return (pairs * scale[:, None, None]).reshape(len(counts), counts.shape[1] ** 2)
+
+
+def alpha(coincidence: np.ndarray, level: Level = "nominal") -> np.ndarray:
+    """α of coincidence matrices (... × V², values in their order), NaN where undefined (no
+    pairable votes, or a single value: no disagreement is possible)."""
+    size = math.isqrt(coincidence.shape[-1])
+    o = coincidence.reshape(*coincidence.shape[:-1], size, size)
+    n_c = o.sum(axis=-1)
+    n = n_c.sum(axis=-1)
+    if level == "nominal":
+        delta = np.broadcast_to(1.0 - np.eye(size), o.shape)
+    else:  # ordinal: the values between two ranks, each value's own count halved at the ends
+        low = np.minimum.outer(np.arange(size), np.arange(size))
+        high = np.maximum.outer(np.arange(size), np.arange(size))
+        cumulative = np.cumsum(n_c, axis=-1)
+        between = cumulative[..., high] - cumulative[..., low] + n_c[..., low]
+        delta = (between - (n_c[..., low] + n_c[..., high]) / 2) ** 2
+    observed = (o * delta).sum(axis=(-2, -1))
+    expected = (n_c[..., :, None] * n_c[..., None, :] * delta).sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(expected > 0, 1 - (n - 1) * observed / expected, np.nan)
+
+
+# --- comparing runs on the same spans ---
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Paired comparisons of runs scored on the same filings, as simultaneous intervals: each
+    difference ± one critical value × its filing-clustered standard error.
+
+    The standard error is the linearised (delta-method) one of a ratio of sums, clustered by
+    filing with the small-sample factor G/(G-1); the critical value is Student's t with G-1
+    degrees of freedom (G: the filings), Bonferroni-adjusted over every pair compared. So across
+    the whole comparison the chance of showing any separation between runs that are truly equal
+    is at most 1 - CONFIDENCE, however many runs there are; and nothing is drawn at random: the
+    same scores give the same calls on any machine, with any seed."""
+
+    scores: list[float]
+    influence: np.ndarray
+    """Filings × runs: each filing's linearised contribution to each run's score (×100)."""
+
+    @property
+    def pairs(self) -> int:
+        return len(self.scores) * (len(self.scores) - 1) // 2
+
+    @cached_property
+    def critical(self) -> float | None:
+        """The multiplier of every difference's standard error; None with fewer than two
+        filings (nothing shows how filings vary)."""
+        from scipy.stats import t as student
+
+        filings = self.influence.shape[0]
+        if filings < 2 or not self.pairs:
+            return None
+        return float(student.ppf(1 - (1 - CONFIDENCE) / (2 * self.pairs), filings - 1))
+
+    def stderr(self, a: int, b: int) -> float:
+        """The filing-clustered standard error of run a's score minus run b's."""
+        filings = self.influence.shape[0]
+        spread = self.influence[:, a] - self.influence[:, b]
+        return math.sqrt(filings / (filings - 1) * float(spread @ spread))
+
+    def difference(self, a: int, b: int) -> tuple[float, list[float] | None]:
+        """Run a's score minus run b's, with its simultaneous interval."""
+        difference = self.scores[a] - self.scores[b]
+        if self.critical is None:
+            return difference, None
+        half = self.critical * self.stderr(a, b)
+        return difference, [difference - half, difference + half]
+
+    def tied(self, a: int, b: int) -> bool:
+        """The difference's interval contains 0 (or is undefined)."""
+        _, ci = self.difference(a, b)
+        return ci is None or ci[0] <= 0 <= ci[1]
+
+    def rank_ranges(self) -> list[tuple[int, int]]:
+        """Each run's best and worst rank: 1 + the runs surely better, and the number of runs
+        not surely worse (as LMArena ranks models)."""
+        n = len(self.scores)
+        ranges = []
+        for a in range(n):
+            apart = [b for b in range(n) if b != a and not self.tied(a, b)]
+            better = sum(self.scores[b] > self.scores[a] for b in apart)
+            worse = sum(self.scores[b] < self.scores[a] for b in apart)
+            ranges.append((1 + better, n - worse))
+        return ranges
+
+
+def influence(sums: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """Each unit's linearised contribution to a score that is the mean over parts of each
+    part's Σ sums / Σ counts, ×100 (units × parts in; units out; parts without a count left
+    out, as the score leaves them): (sums - ratio × counts) / Σ counts, averaged over parts."""
+    total_sums, total_counts = sums.sum(axis=0), counts.sum(axis=0)
+    defined = total_counts > 0
+    if not defined.any():
+        return np.zeros(len(sums))
+    ratio = total_sums[defined] / total_counts[defined]
+    parts = (sums[:, defined] - ratio * counts[:, defined]) / total_counts[defined]
+    return 100 * parts.mean(axis=1)
+
+
+def compare(runs: Sequence[tuple[float, Sequence[str], np.ndarray, np.ndarray]]) -> Comparison:
+    """Runs given as (score ×100, unit ids, per-unit sums, per-unit counts: units × parts; the
+    score is the mean over parts of each part's ratio), compared on the union of their filings:
+    a filing missing from a run contributes nothing to it."""
+    every, _ = units_of([unit for _, ids, _, _ in runs for unit in ids])
+    position = {unit: i for i, unit in enumerate(every)}
+    table = np.zeros((len(every), len(runs)))
+    for column, (_, ids, sums, counts) in enumerate(runs):
+        rows = np.array([position[unit] for unit in ids], dtype=np.int64)
+        table[rows, column] = influence(np.asarray(sums, float), np.asarray(counts, float))
+    return Comparison([score for score, *_ in runs], table)
+
+
+def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float | None:
+    """Kendall's τ-b between two scorings of the same runs (ties counted as scipy counts them);
+    None with fewer than two runs or where either is constant."""
+    from scipy.stats import kendalltau
+
+    if len(a) < 2 or len(set(a)) < 2 or len(set(b)) < 2:
+        return None
+    return float(kendalltau(a, b).statistic)

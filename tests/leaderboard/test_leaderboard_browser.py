@@ -1,0 +1,248 @@
+"""The leaderboard page in headless Chromium (Debian's `chromium`, driven by Playwright): it
+loads from file:// without console errors or network requests; official entries are ranked and
+community and smoke entries are shown apart; headers sort (details move with their entry); the
+page does not scroll sideways at 1,280 and 390 px; every number on it equals leaderboard.json;
+and it is saved as a screenshot.
+
+Without Chromium the test is skipped, except where FINREFLECT_FIXTURES=required (CI).
+FINREFLECT_SCREENSHOT names where the screenshot goes.
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+from support.browser import CHROMIUM, require_browser
+from support.chat_server import judge_answer
+from support.official import PAPER, hub_folder, register
+from support.runs import TRIPLES, audit_with, panel_file, scripted_run
+
+from finreflect_eval.leaderboard import build, check, submit
+from finreflect_eval.pipeline.audit import write_audit
+from finreflect_eval.pipeline.judging import load_panel
+
+ONE_TRIPLE = {"triples": TRIPLES["triples"][:1]}
+
+
+def official_panel(servers):
+    """The official `paper` panel with each judge at one of the scripted servers."""
+    urls = {name: server.url for name, server in zip(PAPER, servers, strict=True)}
+    return load_panel("paper").at_endpoints(urls)
+
+
+def filled_board(root: Path) -> Path:
+    """Three official entries (a lenient panel's, and two identical ones of a strict panel under
+    different names: tied), a community entry whose judges disagree (accept, reject, reject:
+    α below the gate), a smoke entry and a judge audit."""
+    import contextlib
+
+    from support.chat_server import Reply, ScriptedServer
+
+    board = root / "board"
+    dataset = hub_folder(root)
+    register(board, dataset)
+    with contextlib.ExitStack() as stack:
+        strict = [
+            stack.enter_context(
+                ScriptedServer.running([Reply(body=lambda b: judge_answer(b, 0, "partial"))])
+            )
+            for _ in PAPER
+        ]
+        lenient = [
+            stack.enter_context(ScriptedServer.running([Reply(body=judge_answer)])) for _ in PAPER
+        ]
+        official = []
+        for name, model, servers, answer in [
+            ("a", "acme/kg-7b", strict, TRIPLES),
+            ("b", "acme/kg-70b", lenient, ONE_TRIPLE),
+            ("e", "acme/kg-7b-twin", strict, TRIPLES),
+        ]:
+            panel = official_panel(servers)
+            tasks = ("finreflect",)
+            official.append(
+                scripted_run(root / name, model, None, panel, tasks, str(dataset), answer)
+            )
+    panel = panel_file(root, "accepts_all", "rejects_all", "rejects_all")
+    community = scripted_run(root / "c", "acme/kg-7b", None, panel, ("finreflect",), str(dataset))
+    smoke = scripted_run(root / "d", "acme/tiny-smoke", None, panel)
+    for results in [*official, community, smoke]:
+        submit(results, board)
+    submit(write_audit(audit_with(root, "accepts_all", limit=2), root / "audit"), board)
+    return board
+
+
+def page_numbers(page, table: str) -> dict[str, dict[str, tuple[float | None, str]]]:
+    """Per entry (its run id): every number cell of its row and of its detail row, as
+    (data-value, text)."""
+    return page.evaluate(
+        """table => {
+          const out = {};
+          document.querySelectorAll(`#${table} tr.entry`).forEach(row => {
+            const cells = {};
+            const detail = document.getElementById(
+              row.querySelector("button.toggle").getAttribute("aria-controls"));
+            [...row.querySelectorAll("[data-key]"),
+             ...detail.querySelectorAll("[data-key]")].forEach(cell => {
+              const value = cell.dataset.value === "" ? null : Number(cell.dataset.value);
+              cells[cell.dataset.key] = [value, cell.textContent.trim()];
+            });
+            out[row.dataset.run] = cells;
+          });
+          return out;
+        }""",
+        table,
+    )
+
+
+def shown(value: float | None, digits: int = 1, sign: str = "") -> str:
+    return "—" if value is None else f"{value:{sign}.{digits}f}"
+
+
+def digits_of(key: str) -> int:
+    return 0 if key == "rank" else 2 if "alpha" in key else 1
+
+
+@pytest.mark.slow
+def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
+    require_browser()
+    from playwright.sync_api import sync_playwright
+
+    board = filled_board(tmp_path)
+    started = time.perf_counter()
+    build(board)  # the page, and a report per entry
+    print(
+        f"\nleaderboard build of {len(list(board.glob('reports/*/*')))} entries with their "
+        f"reports: {time.perf_counter() - started:.2f} s"
+    )
+    assert check(board) == []
+    rows = {row["run_id"]: row for row in json.loads((board / "leaderboard.json").read_text())}
+    screenshot = Path(os.environ.get("FINREFLECT_SCREENSHOT", tmp_path / "leaderboard.png"))
+    errors = []
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM,
+            args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"],
+        )
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.on(
+            "request",
+            lambda r: None if r.url.startswith("file://") else errors.append(f"network: {r.url}"),
+        )
+        page.goto((board / "index.html").as_uri())
+
+        # Sections: the official entries ranked, the others apart with their badges.
+        official = page_numbers(page, "board-official")
+        others = page_numbers(page, "board-community")
+        assert [rows[run]["section"] for run in official] == ["official"] * 3
+        assert sorted(rows[run]["section"] for run in others) == ["community", "smoke"]
+        ranks = [cells["rank"][0] for cells in official.values()]
+        overall = [cells["overall"][0] for cells in official.values()]
+        assert ranks == [1, 2, 3] and overall == sorted(overall, reverse=True)
+        assert page.locator("#board-community .badge.smoke").count() == 1
+        assert "acme/tiny-smoke" in page.locator("#board-community").inner_text()
+
+        # Every number on the page is the one in leaderboard.json.
+        checked = 0
+        for run, cells in {**official, **others}.items():
+            for key, (value, text) in cells.items():
+                expected = rows[run][key]
+                assert value == expected, (run, key)
+                sign = "+" if key == "next_difference" else ""
+                text = text.removeprefix("⚠ ")  # an α below the gate
+                assert text.startswith(shown(expected, digits_of(key), sign)), (run, key, text)
+                checked += 1
+        # per entry: overall, Δ next, 3 modes, 4 α (main row), 12 scores, 15 α (detail), 2 more
+        assert checked >= 5 * (1 + 1 + 3 + 4 + 12 + 15 + 2)
+
+        # Rank ranges and ties: the lenient entry is surely first; the strict twins share
+        # places 2 and 3 and each is marked tied with the other.
+        by_model = {row["model"]: row for row in rows.values() if row["section"] == "official"}
+        assert by_model["acme/kg-70b"]["rank_range"] == [1, 1]
+        assert by_model["acme/kg-7b"]["rank_range"] == by_model["acme/kg-7b-twin"]["rank_range"]
+        assert by_model["acme/kg-7b"]["rank_range"] == [2, 3]
+        ranges = page.eval_on_selector_all(
+            "#board-official tr.entry td.range", "cells => cells.map(c => c.textContent.trim())"
+        )
+        assert ranges == ["1", "2–3", "2–3"]
+        ties = page.locator("#board-official tr.entry .tie")
+        assert ties.count() == 2 and all(tie.is_visible() for tie in ties.all())
+        assert ties.first.inner_text() == "≈ tied with acme/kg-7b-twin"
+        assert "+87.5" in page.locator("#board-official tr.entry").first.inner_text()
+        stability = page.locator("section:has(#board-official) .notes .stability").inner_text()
+        assert "Ranking stability, panel paper" in stability
+
+        # α with its interval, and the agreement gate on the community entry.
+        community = next(run for run in others if rows[run]["section"] == "community")
+        row = page.locator(f'#board-community tr.entry[data-run="{community}"]')
+        gate = row.locator(".gate")
+        assert gate.is_visible()
+        assert (
+            "α under 0.667 on faithfulness, precision, relevance, comprehensiveness "
+            "(every mode): shown, not ranked apart" in gate.inner_text()
+        )
+        alpha, (low, high) = (
+            rows[community]["single_pass.alpha_F"],
+            rows[community]["single_pass.alpha_F_ci"],
+        )
+        assert alpha < 0 and high < 0.667
+        row.locator("button.toggle").click()
+        detail = page.locator(f"#{row.locator('button.toggle').get_attribute('aria-controls')}")
+        cell = detail.locator('[data-key="single_pass.alpha_F"]')
+        assert cell.inner_text().replace(" ", "") == f"⚠{alpha:.2f}[{low:.2f},{high:.2f}]"
+        row.locator("button.toggle").click()
+        assert "upper end is under 0.667" in page.locator("header").inner_text()
+
+        # Sorting moves an entry and its detail row together.
+        header = page.locator('#board-official th:has(button[data-key="overall"])')
+        for direction in ("descending", "ascending"):
+            page.click('#board-official button[data-key="overall"]')
+            assert header.get_attribute("aria-sort") == direction
+            order = [c["overall"][0] for c in page_numbers(page, "board-official").values()]
+            assert order == sorted(order, reverse=direction == "descending")
+        pairs = page.eval_on_selector_all(
+            "#board-official > tbody > tr",
+            "rows => rows.map(r => r.classList.contains('entry') ? 'entry' : 'detail')",
+        )
+        assert pairs == ["entry", "detail"] * 3
+
+        # Details on demand, and no sideways scrolling with them open.
+        first = page.locator("#board-official button.toggle").first
+        first.click()
+        assert first.get_attribute("aria-expanded") == "true"
+        assert page.locator("#board-official tr.detail:not([hidden])").count() == 1
+        assert page.evaluate("document.documentElement.scrollWidth - window.innerWidth") <= 0
+        wider = page.eval_on_selector_all(  # nor do the boards scroll inside their frames
+            ".board", "ts => ts.map(t => t.parentElement.scrollWidth - t.parentElement.clientWidth)"
+        )
+        assert wider == [0, 0], wider
+        page.screenshot(path=str(screenshot), full_page=True)
+
+        # An entry's row opens its report, from disk: its first screen shows that model.
+        entry = page.locator("#board-official tr.entry").first
+        run, model = entry.get_attribute("data-run"), rows[entry.get_attribute("data-run")]["model"]
+        report_page = entry.locator("a.report")
+        assert report_page.get_attribute("href") == rows[run]["report"]
+        report_page.click()
+        page.wait_for_selector('body[data-ready="1"]', state="attached", timeout=60_000)
+        assert page.url == (board / rows[run]["report"]).as_uri()
+        assert page.locator("h1").inner_text() == model
+        assert page.locator("#scores figure.chart svg").count() >= 1
+        assert page.locator("#scores").is_visible()
+        page.go_back()
+        page.wait_for_selector("#board-official")
+
+        phone = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True)
+        phone.goto((board / "index.html").as_uri())
+        for toggle in phone.locator("button.toggle").all():
+            toggle.click()
+        overflow = phone.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+        assert overflow <= 0
+        judges = page.locator("#judges tbody tr")
+        assert judges.count() == 2  # the judge and the panel majority
+        browser.close()
+    assert not errors, errors
+    assert screenshot.stat().st_size > 10_000

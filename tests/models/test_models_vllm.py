@@ -1,0 +1,408 @@
+"""The vllm backend against the real vLLM package (config and request classes, no GPU).
+
+`vllm.LLM.__init__` runs for real until it would start the engine, so vLLM itself validates the
+structured-outputs config and builds the `EngineArgs`; every request's `SamplingParams` goes
+through vLLM's own structured-output validation with a real `ModelConfig` and tokenizer. Only
+generation is faked (it needs a GPU), and the fake binds its arguments to the real signatures.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import sys
+
+import pytest
+from support.real_vllm import EngineStart
+
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.resources import install_hint
+from finreflect_eval.data import load_benchmark
+from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.models.vllm import STRUCTURED_BACKENDS, VLLMModel, sampling_params
+from finreflect_eval.pipeline.extraction import CriticOutput
+from finreflect_eval.pipeline.judging import judge_request, load_panel
+from finreflect_eval.protocol.criteria import TRIPLE_CRITERIA
+from finreflect_eval.protocol.schema import Triple
+from finreflect_eval.tasks.config import GenerationKwargs, TaskIndex
+
+SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+
+
+@pytest.fixture
+def engine_args_of(real_vllm, monkeypatch):
+    """A function: a model spec → the real `EngineArgs` vLLM built for it (or its exception)."""
+    import huggingface_hub
+    from vllm.entrypoints import llm as llm_module
+
+    # Offline (as tests run), vLLM's EngineArgs replaces a Hub id with its cached snapshot and
+    # refuses one that is not cached: right on a GPU machine, but the judges' weights are never
+    # here. Online, it names the model as given, which is what these tests check.
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+
+    def stop(engine_args, **_):
+        raise EngineStart(engine_args)
+
+    monkeypatch.setattr(llm_module.LLMEngine, "from_engine_args", stop)
+
+    def engine_args_of(spec: ModelSpec):
+        try:
+            with load_model(spec):
+                pass
+        except EngineStart as start:
+            return start.engine_args
+        raise AssertionError("vllm.LLM returned without starting an engine")
+
+    return engine_args_of
+
+
+def bundled_vllm_models(tiny_model_dir) -> dict[str, ModelSpec]:
+    """Every configuration the backend is asked to build: a default candidate, each structured
+    backend choice, and every judge of every bundled panel that runs on vLLM."""
+    specs = {"candidate (defaults)": ModelSpec(str(tiny_model_dir), "vllm")}
+    for backend in STRUCTURED_BACKENDS:
+        specs[f"candidate ({backend})"] = ModelSpec(
+            str(tiny_model_dir), "vllm", {"structured_backend": backend}
+        )
+    for name in ("paper", "small"):
+        for judge in load_panel(name).judges:
+            specs[f"{name}/{judge.name}"] = judge.model_spec
+    return specs
+
+
+def test_vllm_accepts_every_configuration_we_build(engine_args_of, tiny_model_dir):
+    """The default candidate and every judge of `paper` and `small`: 0 rejected by vLLM."""
+    rejected = {}
+    for label, spec in bundled_vllm_models(tiny_model_dir).items():
+        try:
+            engine_args = engine_args_of(spec)
+        except Exception as exc:  # anything vLLM raises is a rejection
+            rejected[label] = f"{type(exc).__name__}: {exc}"
+            continue
+        assert engine_args.model == spec.model
+        assert engine_args.enable_prefix_caching is True
+        structured = engine_args.structured_outputs_config
+        assert structured.backend == spec.args.get("structured_backend", "xgrammar")
+        # Compact JSON: xgrammar and guidance drop free whitespace; outlines' JSON regex allows
+        # at most one space where JSON allows whitespace.
+        assert structured.disable_any_whitespace == (structured.backend != "outlines")
+    assert rejected == {}, json.dumps(rejected, indent=1)
+    assert len(bundled_vllm_models(tiny_model_dir)) == 1 + len(STRUCTURED_BACKENDS) + 6
+
+
+def test_panel_parallelism_reaches_the_engine(engine_args_of):
+    paper = {judge.name: judge for judge in load_panel("paper").judges}
+    engine_args = engine_args_of(paper["qwen3-235b-a22b"].model_spec)
+    assert (engine_args.tensor_parallel_size, engine_args.max_model_len) == (8, 32768)
+    nemotron = engine_args_of(paper["nemotron-super-49b-v1.5"].model_spec)
+    assert nemotron.trust_remote_code is True and nemotron.tensor_parallel_size == 4
+
+
+def test_a_data_parallel_replica_of_two_gpus_runs_vllm_on_ray(engine_args_of, tiny_model_dir):
+    """What each replica of `tensor_parallel_size=2,data_parallel_size=4` loads in its Ray actor
+    (see test_replicas for its placement group): accepted by vLLM, on vLLM's Ray executor with
+    the group's two GPUs; a one-GPU replica loads as one model does."""
+    args = {"tensor_parallel_size": 2}
+    plan = VLLMModel.replica_plan(args, {"CPU": 16.0, "GPU": 8.0}, 4)
+    engine_args = engine_args_of(ModelSpec(str(tiny_model_dir), "vllm", {**args, **plan.args}))
+    assert engine_args.distributed_executor_backend == "ray"
+    assert engine_args.tensor_parallel_size == 2
+    assert plan.gpus == 2 and all(bundle.get("GPU", 0) == 1 for bundle in plan.bundles)
+    assert plan.actor_gpus == 0 and plan.env == {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+    one = VLLMModel.replica_plan({}, {"CPU": 16.0, "GPU": 8.0}, 8)
+    assert (one.gpus, one.actor_gpus, one.args) == (1, 1, {})
+
+
+def test_auto_backend_is_refused_before_vllm(real_vllm):
+    """vLLM's `auto` cannot keep JSON compact (disable_any_whitespace needs a fixed backend)."""
+    with pytest.raises(FinReflectError, match="structured_backend 'auto'"):
+        VLLMModel("m", structured_backend="auto")
+
+
+def every_request(task_name: str = "finreflect_smoke_reflection") -> list[GenerationRequest]:
+    """The requests a run sends: extraction, normalisation, critic and correction, and every
+    judge criterion for 1, 2 and 3 triples (the judge schemas depend on the count)."""
+    task = TaskIndex().tasks[task_name]
+    span = load_benchmark("sample", split="test", limit=1).spans[0]
+    triple = Triple(
+        subject="AAPL",
+        subject_type="ORG",
+        relation="Produces",
+        object="iPhone",
+        object_type="PRODUCT",
+    )
+    output = task.schema.triple_list_model(task.config.max_triples)
+    chat = [{"role": "user", "content": span.text}]
+    requests = [
+        GenerationRequest.chat(chat, schema=output),
+        GenerationRequest.chat(chat, schema=CriticOutput),
+    ]
+    judge = load_panel("paper").judges[0]
+    for criterion in [*TRIPLE_CRITERIA, "comprehensiveness"]:
+        for n in (1, 2, 3):
+            requests.append(
+                judge_request(task, criterion, span, [triple] * n, judge, GenerationKwargs())
+            )
+    return requests
+
+
+@pytest.fixture(scope="module")
+def vllm_model_config(real_vllm, tiny_model_dir):
+    """A real `ModelConfig` and tokenizer (of the tiny local model: no download). vLLM inspects
+    a model's architecture in a child Python (unless ~/.cache/vllm holds the answer from an
+    earlier run), which must find this vLLM too: it lives outside the venv."""
+    import os
+
+    from vllm.config import ModelConfig
+    from vllm.tokenizers import get_tokenizer
+
+    folders = [os.path.dirname(real_vllm.__path__[0]), os.environ.get("PYTHONPATH", "")]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("PYTHONPATH", os.pathsep.join(folder for folder in folders if folder))
+        yield ModelConfig(model=str(tiny_model_dir)), get_tokenizer(str(tiny_model_dir))
+
+
+@pytest.mark.parametrize("backend", STRUCTURED_BACKENDS)
+def test_vllm_validates_every_request_we_send(
+    engine_args_of, vllm_model_config, tiny_model_dir, backend
+):
+    """Each request's SamplingParams through vLLM's own structured-output validation, with the
+    engine's structured-outputs config: our schemas need no fallback backend."""
+    engine_args = engine_args_of(
+        ModelSpec(str(tiny_model_dir), "vllm", {"structured_backend": backend})
+    )
+    model_config, tokenizer = vllm_model_config
+    requests = every_request()
+    for request in requests:
+        params = sampling_params(request)
+        params._validate_structured_outputs(
+            model_config, engine_args.structured_outputs_config, tokenizer
+        )
+        assert params.structured_outputs._backend == backend
+    assert len(requests) == 2 + 4 * 3
+
+
+class EnginelessLLM:
+    """`vllm.LLM` up to the engine (real), then a fake engine: `chat`/`generate` bind their
+    arguments to the real methods' signatures, validate every SamplingParams with vLLM's own
+    code, and answer `{"answer": "ok"}` as real `RequestOutput`s."""
+
+    chat_template: str | None = "{{ messages }}"
+
+    def __init__(self, real_llm, model_config, tokenizer, **kwargs):
+        self.real_llm = real_llm
+        try:
+            real_llm(**kwargs)
+        except EngineStart as start:
+            self.engine_args = start.engine_args
+        self.model_config = model_config
+        self.tokenizer = tokenizer
+        self.calls = []
+        self.shutdowns = 0
+        engine_core = type("EngineCore", (), {"shutdown": lambda _: self._shutdown()})()
+        self.llm_engine = type("Engine", (), {"engine_core": engine_core})()
+
+    def _shutdown(self):
+        self.shutdowns += 1
+
+    def get_tokenizer(self):
+        tokenizer = self.tokenizer
+        tokenizer.chat_template = self.chat_template
+        return tokenizer
+
+    def chat(self, messages, sampling_params=None, **kwargs):
+        inspect.signature(self.real_llm.chat).bind(self, messages, sampling_params, **kwargs)
+        return self._answer("chat", messages, sampling_params, kwargs)
+
+    def generate(self, prompts, sampling_params=None, **kwargs):
+        inspect.signature(self.real_llm.generate).bind(self, prompts, sampling_params, **kwargs)
+        return self._answer("generate", prompts, sampling_params, kwargs)
+
+    def _answer(self, method, prompts, sampling_params, kwargs):
+        from vllm.outputs import CompletionOutput, RequestOutput
+
+        self.calls.append((method, prompts, sampling_params, kwargs))
+        for params in sampling_params:
+            if params.structured_outputs is not None:
+                params._validate_structured_outputs(
+                    self.model_config, self.engine_args.structured_outputs_config, self.tokenizer
+                )
+        return [
+            RequestOutput(
+                request_id=str(index),
+                prompt=None,
+                prompt_token_ids=list(range(len(prompt))),
+                prompt_logprobs=None,
+                outputs=[
+                    CompletionOutput(
+                        index=0,
+                        text=json.dumps({"answer": "ok"}),
+                        token_ids=[7, 7, 7],
+                        cumulative_logprob=None,
+                        logprobs=None,
+                        finish_reason="stop",
+                    )
+                ],
+                finished=True,
+            )
+            for index, prompt in enumerate(prompts)
+        ]
+
+
+@pytest.fixture
+def engineless(real_vllm, engine_args_of, vllm_model_config, monkeypatch):
+    """`vllm.LLM` replaced by `EnginelessLLM`; returns the class (its instances record calls)."""
+    real_llm = real_vllm.LLM
+    model_config, tokenizer = vllm_model_config
+
+    class LLM(EnginelessLLM):
+        def __init__(self, **kwargs):
+            super().__init__(real_llm, model_config, tokenizer, **kwargs)
+
+    monkeypatch.setattr(real_vllm, "LLM", LLM)
+    return LLM
+
+
+@pytest.mark.parametrize("enable_thinking", [False, None])
+def test_chat_model_batch(engineless, enable_thinking):
+    lm = VLLMModel("m-chat", enable_thinking=enable_thinking)
+    requests = [
+        GenerationRequest.chat(
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1"}],
+            schema=SCHEMA,
+            max_tokens=64,
+            temperature=0.2,
+            seed=3,
+        ),
+        GenerationRequest(prompt="Q2", schema=SCHEMA),
+        GenerationRequest(prompt="Q3", schema=SCHEMA),
+    ]
+    results = lm.generate(requests)
+
+    [(method, conversations, sampling, kwargs)] = lm.llm.calls
+    assert method == "chat" and kwargs["use_tqdm"] is False
+    assert conversations == [
+        [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1"}],
+        [{"role": "user", "content": "Q2"}],
+        [{"role": "user", "content": "Q3"}],
+    ]
+    if enable_thinking is None:
+        assert "chat_template_kwargs" not in kwargs
+    else:
+        assert kwargs["chat_template_kwargs"] == {"enable_thinking": False}
+    first = sampling[0]
+    assert (first.max_tokens, first.temperature, first.seed) == (64, 0.2, 3)
+    assert first.structured_outputs.json == {**SCHEMA, "additionalProperties": False}
+    assert [r.parsed for r in results] == [{"answer": "ok"}] * 3
+    assert [r.prompt_tokens for r in results] == [2, 1, 1]  # conversation lengths, from the fake
+    assert all(r.completion_tokens == 3 for r in results)
+
+
+def test_base_model_gets_plain_prompts(engineless, monkeypatch):
+    monkeypatch.setattr(engineless, "chat_template", None)
+    lm = VLLMModel("m-base")
+    assert lm.chat is False
+    results = lm.generate(
+        [
+            GenerationRequest(prompt="Plain prompt.", schema=SCHEMA),
+            GenerationRequest.chat([{"role": "user", "content": "As text."}], schema=SCHEMA),
+        ]
+    )
+    [(method, prompts, sampling, kwargs)] = lm.llm.calls
+    assert (method, prompts) == ("generate", ["Plain prompt.", "As text."])
+    assert kwargs["use_tqdm"] is False
+    assert len(sampling) == 2 and all(r.ok for r in results)
+
+
+def test_no_schema_no_structured_outputs(engineless):
+    lm = VLLMModel("m")
+    [result] = lm.generate([GenerationRequest(prompt="Free text.")])
+    [(_, _, [sampling], _)] = lm.llm.calls
+    assert sampling.structured_outputs is None
+    assert result.text == result.parsed == '{"answer": "ok"}'
+
+
+def test_load_model_closes_the_engine(engineless):
+    with load_model(ModelSpec("m", "vllm", {"tensor_parallel_size": 2, "chat": False})) as lm:
+        llm = lm.llm
+        assert llm.engine_args.tensor_parallel_size == 2
+    assert llm.shutdowns == 1 and lm.llm is None
+    lm.close()  # a second close is harmless
+    assert llm.shutdowns == 1
+
+
+def test_missing_vllm_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vllm", None)
+    with pytest.raises(FinReflectError, match=re.escape(install_hint("vllm"))):
+        VLLMModel("m")
+
+
+# Parses `vllm serve` command lines with vLLM's own parser, the way `vllm serve` does, and prints
+# the engine arguments they give. A child process: vLLM needs a device type to build the parser
+# (`VLLM_TARGET_DEVICE=cpu`), which must not leak into the other tests' vLLM.
+PARSE_SERVE = """
+import json, shlex, sys
+from vllm.engine.arg_utils import AsyncEngineArgs
+from vllm.entrypoints.cli.serve import ServeSubcommand
+from vllm.entrypoints.common.cli_args import validate_parsed_serve_args
+from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+parser = FlexibleArgumentParser(prog="vllm")
+ServeSubcommand().subparser_init(parser.add_subparsers(dest="subcommand"))
+for line in json.load(sys.stdin):
+    args = parser.parse_args(shlex.split(line)[1:])
+    validate_parsed_serve_args(args)
+    args.model = args.model_tag
+    engine = AsyncEngineArgs.from_cli_args(args)
+    structured = engine.structured_outputs_config
+    print(json.dumps({"model": engine.model, "served": args.served_model_name,
+                      "tensor_parallel_size": engine.tensor_parallel_size,
+                      "max_model_len": engine.max_model_len,
+                      "trust_remote_code": engine.trust_remote_code,
+                      "structured": [structured.backend, structured.disable_any_whitespace]}))
+"""
+
+
+def test_readme_vllm_serve_recipe_for_the_paper_panel(real_vllm):
+    """The three `vllm serve` commands of docs/scaling.md parse with vLLM's own `vllm serve`
+    parser, serve each `paper` judge's model under its own name with the judge's parallelism,
+    keep JSON compact, and the page's `--judge-endpoints` names exactly those judges."""
+    import os
+    import re
+    import subprocess
+
+    from conftest import REPO
+
+    readme = (REPO / "docs" / "scaling.md").read_text()
+    commands = re.findall(r"^vllm serve .*$", readme, re.M)
+    assert len(commands) == 3
+    vllm_folder = os.path.dirname(real_vllm.__path__[0])
+    child = subprocess.run(
+        [sys.executable, "-c", PARSE_SERVE],
+        input=json.dumps(commands),
+        capture_output=True,
+        text=True,
+        # offline, vLLM would swap each model id for a cached snapshot (see engine_args_of)
+        env={
+            **os.environ,
+            "PYTHONPATH": vllm_folder,
+            "VLLM_TARGET_DEVICE": "cpu",
+            "HF_HUB_OFFLINE": "0",
+        },
+        timeout=300,
+    )
+    assert child.returncode == 0, child.stderr[-3000:]
+    served = {line["model"]: line for line in map(json.loads, child.stdout.splitlines())}
+    paper = load_panel("paper")
+    assert set(served) == {judge.model for judge in paper.judges}
+    for judge in paper.judges:
+        engine = served[judge.model]
+        assert engine["served"] is None  # served as the model id, which each request names
+        assert engine["tensor_parallel_size"] == judge.model_args["tensor_parallel_size"]
+        assert engine["max_model_len"] == judge.model_args["max_model_len"]
+        assert engine["trust_remote_code"] == judge.model_args.get("trust_remote_code", False)
+        assert engine["structured"] == ["xgrammar", True]
+    endpoints = re.search(r"^ +--judge-endpoints (\S+)$", readme, re.M).group(1)
+    judges = dict(item.split("=", 1) for item in endpoints.split(","))
+    assert [j.backend for j in paper.at_endpoints(judges).judges] == ["openai"] * 3
