@@ -14,6 +14,8 @@ Chunking rules:
 - Text paragraphs are packed greedily, in order, up to `max_tokens` and joined with a blank
   line. A paragraph is split only when it alone exceeds `max_tokens`: at sentence ends, and a
   sentence that is still too long at spaces.
+
+May import `_util` only.
 """
 
 from finreflect_eval.chunking.blocks import FRONT_MATTER, Block, Chunk

@@ -1,7 +1,11 @@
 """The `finreflect-eval` command line. Every error reaches the user as one line naming its cause
 (a refused submission: that line, then a line per reason; `--verbosity DEBUG` adds the
 traceback), with a documented exit code: 0 success, 1 a problem with the input or the
-environment, 2 a usage error, 3 an internal error, 130 interrupted."""
+environment, 2 a usage error, 3 an internal error, 130 interrupted.
+
+May import every room: it is the top floor (`api`, `leaderboard`, `view`, `preflight`, `pipeline`
+and below).
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Benchmark data: typed records, loading (sample, folder, Hub, EvalBench rows), building and
-publishing dataset folders."""
+publishing dataset folders.
+
+May import `chunking`, `records`, `protocol` and `_util`.
+"""
 
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.data._build import (

@@ -12,6 +12,9 @@ entry's report (`view` of the stored entry, under `reports/`, linked from its ro
 tells which of them are stale. Modules by job: `registry` (`datasets.json`, data versions and
 the maintainer's pin), `verify`, `entries` (storage), `ranking` (paired comparisons, rank
 ranges, ties, ranking stability), `render` (with `templates/`).
+
+May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`, `tasks`,
+`data`, `records`, `stats`, `protocol`, `_util`).
 """
 
 from pathlib import Path

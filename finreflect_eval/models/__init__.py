@@ -1,4 +1,7 @@
-"""Model backends behind one small interface (`LM.generate`), registered by name."""
+"""Model backends behind one small interface (`LM.generate`), registered by name.
+
+May import `_util` only: a backend knows nothing of the benchmark.
+"""
 
 from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache

@@ -10,6 +10,9 @@ leaderboard entry is a `Submission`.
 
 Every file (every line of a JSONL file) carries `format_version`; a file of another version is a
 one-line error (`finreflect-eval upgrade` converts runs written before versions existed).
+
+May import `stats` (the panel's majority rule, for lm-eval's per-sample fields), `protocol`
+and `_util`.
 """
 
 from finreflect_eval.records.base import (

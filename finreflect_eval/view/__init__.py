@@ -7,6 +7,8 @@ triples and every judge's vote (filterable; the review queue is one view of it).
 server and no network; large runs are paged (see `report`). Modules by job: `source` (reading a
 run), `spans` (a span as the pages hold it), `report` (the folder and the page, with
 `templates/`).
+
+May import `runs`, `records`, `stats`, `protocol` and `_util`.
 """
 
 from finreflect_eval.view.report import push_report, write_report
