@@ -89,6 +89,8 @@ class RunSettings(Record):
     bootstrap_seed: int
     bootstrap_unit: Literal["filing"] = "filing"
     """What the intervals resample: the filings (ticker and fiscal year), each with its spans."""
+    group_stderr: str | None = None
+    """How the groups' rows get their stderr (None: no group, or written before it was said)."""
     judges: str
     """The judge panel's name."""
     allow_failures: bool = False

@@ -8,6 +8,7 @@ from typing import Any
 
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.records import JudgesInfo, LoadedModel, Manifest, Results, RunSettings
+from finreflect_eval.scoring.groups import GROUP_STDERR
 from finreflect_eval.scoring.judged import bootstrap_seed
 from finreflect_eval.stats import metrics, uncertainty
 
@@ -50,6 +51,7 @@ def run_settings(manifest: Manifest, panel: str) -> RunSettings:
         shard=None if manifest.shard is None else f"{manifest.shard.index}/{manifest.shard.count}",
         bootstrap_iters=uncertainty.BOOTSTRAP_ITERS,
         bootstrap_seed=bootstrap_seed(manifest),
+        group_stderr=GROUP_STDERR if manifest.groups else None,
         judges=panel,
         without_judge_rule=metrics.TIE_RULE,
     )

@@ -99,6 +99,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
                     "score": score,
                     "ci": detail.ci,
                     "ci_span": detail.ci_span,
+                    "ci_unreliable": detail.ci_reliable is False,
                     "per_judge": detail.per_judge,
                     "shift": {
                         judge: None if value is None or score is None else value - score

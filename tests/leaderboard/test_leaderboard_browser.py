@@ -96,8 +96,13 @@ def page_numbers(page, table: str) -> dict[str, dict[str, tuple[float | None, st
     )
 
 
-def shown(value: float | None, digits: int = 1, sign: str = "") -> str:
-    return "—" if value is None else f"{value:{sign}.{digits}f}"
+def shown(value: float | None, digits: int = 1, sign: str = "", missing: str = "—") -> str:
+    return missing if value is None else f"{value:{sign}.{digits}f}"
+
+
+def missing_of(key: str) -> str:
+    """An undefined α reads n/a (the ordinal α, absent for two labels, a dash)."""
+    return "n/a" if "alpha" in key and "ordinal" not in key else "—"
 
 
 def digits_of(key: str) -> int:
@@ -153,7 +158,8 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
                 assert value == expected, (run, key)
                 sign = "+" if key == "next_difference" else ""
                 text = text.removeprefix("⚠ ")  # an α below the gate
-                assert text.startswith(shown(expected, digits_of(key), sign)), (run, key, text)
+                written = shown(expected, digits_of(key), sign, missing_of(key))
+                assert text.startswith(written), (run, key, text)
                 checked += 1
         # per entry: overall, Δ next, 3 modes, 4 α (main row), 12 scores, 15 α (detail), 2 more
         assert checked >= 5 * (1 + 1 + 3 + 4 + 12 + 15 + 2)

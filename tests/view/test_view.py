@@ -404,3 +404,12 @@ def test_a_panel_that_is_not_official_is_said_to_be_so_and_the_demo_panel_means_
     (results,) = demo.glob("results_*.json")
     table = results_table(Results.model_validate_json(results.read_text(encoding="utf-8")))
     assert "judges: demo (the demo panel is a smoke test" in table
+
+
+def test_intervals_on_few_filings_are_marked_unreliable(tmp_path):
+    """Two spans of the sample are one or two filings: the report says its intervals are
+    unreliable, beside the overall score and each criterion's interval."""
+    panel = panel_file(tmp_path, "gold_labels", "accepts_all", "rejects_all")
+    folder = scripted_run(tmp_path / "run", "candidate", 2, panel).parent
+    page = write_report(open_run(folder), tmp_path / "report").read_text()
+    assert "filing(s) only" in page and page.count(">unreliable</small>") >= 4
