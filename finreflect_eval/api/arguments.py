@@ -15,9 +15,6 @@ from finreflect_eval._util.redaction import redact
 from finreflect_eval.models import LM, parse_batch_size
 from finreflect_eval.pipeline.judging import Panel
 from finreflect_eval.pipeline.sharding import Shard
-from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
-
-LM_EVAL_BOOTSTRAP_ITERS = 100_000  # lm-eval's simple_evaluate default
 
 
 @dataclass(frozen=True)
@@ -90,6 +87,7 @@ def _not_empty(value: Any) -> bool:
 
 _KEY_VALUES = "'key=value,...', a list of such strings, a dict, or None"
 _ARGUMENTS = {
+    "bootstrap_iters": _Takes("an integer, 0 or more", _is_int, lambda v: v >= 0),
     "model": _Takes(
         "a model name or path, or a loaded LM",
         lambda v: _is_path(v) or isinstance(v, LM),
@@ -191,13 +189,6 @@ _SIMPLE_EVALUATE = {
         "a logging level ('DEBUG', 'INFO', ... or its number) or None",
         _optional(lambda v: _is_str(v) or _is_int(v)),
         _optional(_is_level),
-    ),
-    "bootstrap_iters": _Takes(
-        f"an integer: {BOOTSTRAP_ITERS} (lm-eval's default, {LM_EVAL_BOOTSTRAP_ITERS}, means it)",
-        _is_int,
-        lambda v: v in (BOOTSTRAP_ITERS, LM_EVAL_BOOTSTRAP_ITERS),
-        f"the intervals use a fixed {BOOTSTRAP_ITERS} resamples (the results' "
-        "config.bootstrap_iters); leave it out",
     ),
     "apply_chat_template": _Takes(
         "True or False",

@@ -124,7 +124,7 @@ def score(args: argparse.Namespace) -> None:
     hub_args = _hub_log_args(args)
     run = load_runs(args.samples, for_scoring=True)
     with evaluator.writing(run.folder):
-        results = evaluator.score(run, args.judges, policy=_policy(args))
+        results = evaluator.score(run, args.judges, _policy(args), **_bootstrap(args))
     print(results_table(results))
     print(f"results, samples and review queues in {run.folder}")
     if hub_args:
@@ -296,6 +296,7 @@ def _run_config(args: argparse.Namespace):
         use_cache=False if args.no_cache else (args.cache or True),
         include_path=include_paths,
         shard=Shard.parse(args.shard) if args.shard else None,
+        **_bootstrap(args),
     )
 
 
@@ -346,6 +347,12 @@ def _push(run, results, hub_args) -> None:
 
     for url in push_run(run, results, hub_args):
         print(f"pushed to {url}")
+
+
+def _bootstrap(args: argparse.Namespace) -> dict[str, int]:
+    """`--bootstrap_iters` where given (else scoring's default; `extract` has no such flag)."""
+    iters = getattr(args, "bootstrap_iters", None)
+    return {} if iters is None else {"bootstrap_iters": iters}
 
 
 def _policy(args: argparse.Namespace):

@@ -151,6 +151,18 @@ def add_failure_policy(parser: argparse.ArgumentParser, scoring: bool) -> None:
         )
 
 
+def add_bootstrap_iters(parser: argparse.ArgumentParser) -> None:
+    """`--bootstrap_iters N`, lm-eval's flag: the resamples of the intervals (0: none)."""
+    parser.add_argument(
+        "--bootstrap_iters",
+        "--bootstrap-iters",
+        type=non_negative_int,
+        metavar="N",
+        help="resamples of the filing bootstrap behind every interval and stderr (default: "
+        "the leaderboard's minimum, 1000; 0: no intervals, as lm-eval)",
+    )
+
+
 def _share(value: str) -> float:
     # argparse names this function in the message for a value that is no number
     share = float(value)

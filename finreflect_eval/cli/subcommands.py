@@ -8,6 +8,7 @@ from typing import Any
 
 from finreflect_eval.cli import commands as handlers
 from finreflect_eval.cli.options import (
+    add_bootstrap_iters,
     add_cache,
     add_failure_policy,
     add_hub_logging,
@@ -44,6 +45,7 @@ def add_run(commands: Commands) -> None:
     add_run_arguments(run)
     add_judges(run)
     add_failure_policy(run, scoring=True)
+    add_bootstrap_iters(run)
     add_hub_logging(run)
     run.set_defaults(func=handlers.run)
 
@@ -78,6 +80,7 @@ def add_score(commands: Commands) -> None:
     add_run_folders(score)
     score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
     add_failure_policy(score, scoring=True)
+    add_bootstrap_iters(score)
     add_hub_logging(score)
     score.set_defaults(func=handlers.score)
 

@@ -40,6 +40,7 @@ from finreflect_eval.records.lm_eval import first_mismatch, submitted
 from finreflect_eval.runs.store import load_run, newest
 from finreflect_eval.scoring.compute import compute_results, score_tables
 from finreflect_eval.scoring.failures import FailurePolicy
+from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
 
 T = TypeVar("T")
@@ -134,6 +135,12 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
         reasons += _printable_problems(judge.model, "judge model")
         reasons += _printable_problems(judge.name, "judge name")
     config = results.config
+    if config.bootstrap_iters < BOOTSTRAP_ITERS:
+        reasons.append(
+            f"its intervals come from {config.bootstrap_iters} resamples, under the leaderboard's "
+            f"{BOOTSTRAP_ITERS}: rescore with `finreflect-eval score --bootstrap_iters "
+            f"{BOOTSTRAP_ITERS}`"
+        )
     chosen = dataset.limit is not None or config.sections or config.samples is not None
     if not chosen:  # a run on chosen spans covers too few: said above
         reasons += _span_problems(records, dataset, registered, others)
@@ -148,7 +155,8 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
         failed = FailurePolicy().problems(span_facts, panel)
         reasons += [f"{line}; rerun the same command to retry them" for line in failed]
         if not failed:  # every number must follow from the submitted samples
-            recomputed = compute_results(manifest, panel, span_facts, votes)
+            iters = config.bootstrap_iters
+            recomputed = compute_results(manifest, panel, span_facts, votes, iters)
             difference = first_difference(
                 results.model_dump(mode="json", by_alias=True),
                 recomputed.model_dump(mode="json", by_alias=True),

@@ -34,6 +34,7 @@ from finreflect_eval.review import queue as review
 from finreflect_eval.runs.store import Run, RunStore, identity, writing
 from finreflect_eval.scoring import compute as scoring
 from finreflect_eval.scoring.failures import FailurePolicy, failures_of
+from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
 
 logger = logging.getLogger(__name__)
@@ -252,17 +253,22 @@ def check_judging(run: Run, panel: str) -> None:
         )
 
 
-def score(run: Run, panel: str | None = None, policy: FailurePolicy | None = None) -> Results:
+def score(
+    run: Run,
+    panel: str | None = None,
+    policy: FailurePolicy | None = None,
+    bootstrap_iters: int = BOOTSTRAP_ITERS,
+) -> Results:
     """Every number recomputed from the samples of a judged run (one panel's votes), written as
     `results_<run>_<panel>.json` with the review queues; refused (nothing written) when the run
-    fails the failure policy."""
+    fails the failure policy. The intervals take `bootstrap_iters` resamples (0: none)."""
     policy = policy or FailurePolicy()
     panel = scoring.choose_panel(run.manifest, panel)
     span_facts, votes = scoring.score_tables(
         run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
     policy.check(span_facts, run.folder, panel)
-    results = scoring.compute_results(run.manifest, panel, span_facts, votes)
+    results = scoring.compute_results(run.manifest, panel, span_facts, votes, bootstrap_iters)
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
     queue = review.review_queue(span_facts, votes)
@@ -282,7 +288,7 @@ def evaluate(
         extracted = extract(config, panel.panel)
         check_extraction(extracted, policy)
         judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
-        return judged, score(judged, panel.panel, policy)
+        return judged, score(judged, panel.panel, policy, config.bootstrap_iters)
 
 
 def choose_panel(judges: str | Path | None, tasks: list[str], include_paths: list[Path]) -> str:

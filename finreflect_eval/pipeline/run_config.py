@@ -13,6 +13,7 @@ from pydantic import ValidationError
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field
 from finreflect_eval.models import LM, ModelSpec
 from finreflect_eval.pipeline.sharding import Shard
+from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 from finreflect_eval.tasks.config import Task
 
 
@@ -37,6 +38,7 @@ class RunConfig:
     fewshot_seed: int | None = 1234
     gen_kwargs: dict[str, Any] = field(default_factory=dict)
     shard: Shard | None = None  # run only this shard of every task's spans
+    bootstrap_iters: int = BOOTSTRAP_ITERS  # resamples behind every interval (0: none)
     # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
     num_fewshot: int | None = None
     system_instruction: str | None = None

@@ -22,6 +22,7 @@ from finreflect_eval.scoring.run_info import judges_info, run_header, run_settin
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.task_blocks import task_bookkeeping, task_details, task_rows
 from finreflect_eval.scoring.votes import VoteTable
+from finreflect_eval.stats import uncertainty
 
 
 def choose_panel(manifest: Manifest, panel: str | None) -> str:
@@ -80,17 +81,18 @@ def compute_results(
     panel: str,
     span_facts: dict[str, SpanFacts],
     votes: dict[str, VoteTable],
+    bootstrap_iters: int = uncertainty.BOOTSTRAP_ITERS,
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
-    step per block."""
-    judged = score_judged(manifest, panel, span_facts, votes)
+    step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval)."""
+    judged = score_judged(manifest, panel, span_facts, votes, bootstrap_iters)
     tasks = task_rows(manifest, span_facts, judged)
     groups = group_rows(manifest, tasks, judged)
     return Results(
         results=groups | tasks,  # lm-eval's order: a group's row before its tasks'
         groups=groups,
         **task_bookkeeping(manifest, span_facts),
-        config=run_settings(manifest, panel),
+        config=run_settings(manifest, panel, bootstrap_iters),
         **run_header(manifest, panel),
         details=task_details(manifest, panel, span_facts, judged),
         overall=overall_of(judged),

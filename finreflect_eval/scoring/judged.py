@@ -57,8 +57,10 @@ def score_judged(
     panel: str,
     span_facts: dict[str, SpanFacts],
     votes: dict[str, VoteTable],
+    bootstrap_iters: int = uncertainty.BOOTSTRAP_ITERS,
 ) -> JudgedScores:
-    """The panel's scores of every task's judged criteria, with their intervals."""
+    """The panel's scores of every task's judged criteria, with their intervals (from
+    `bootstrap_iters` resamples; 0: none)."""
     judges = [member.name for member in manifest.judging[panel].judges]
     every_span: dict[str, str] = {}  # the span ids of all tasks, each once, in order: filing
     for facts in span_facts.values():
@@ -79,6 +81,7 @@ def score_judged(
         span_filings,
         len(filing_ids),
         seed=bootstrap_seed(manifest),
+        iterations=bootstrap_iters,
     )
     return JudgedScores(judges, criteria, columns, filing_ids, bootstrap)
 

@@ -10,13 +10,13 @@ from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.records import JudgesInfo, LoadedModel, Manifest, Results, RunSettings
 from finreflect_eval.scoring.groups import GROUP_STDERR
 from finreflect_eval.scoring.judged import bootstrap_seed
-from finreflect_eval.stats import metrics, uncertainty
+from finreflect_eval.stats import metrics
 
 # lm-eval's top-level keys of the chat template and tokenizer: what loading the model resolved.
 LM_EVAL_TOP_LEVEL = set(LoadedModel.model_fields) & set(Results.model_fields)
 
 
-def run_settings(manifest: Manifest, panel: str) -> RunSettings:
+def run_settings(manifest: Manifest, panel: str, bootstrap_iters: int) -> RunSettings:
     """lm-eval's `config` block: the model and the run's settings as given and as resolved."""
     model = manifest.model
     loaded = model.loaded or LoadedModel()
@@ -49,7 +49,7 @@ def run_settings(manifest: Manifest, panel: str) -> RunSettings:
         fewshot_seed=given.fewshot_seed,
         seed=manifest.seed,
         shard=None if manifest.shard is None else f"{manifest.shard.index}/{manifest.shard.count}",
-        bootstrap_iters=uncertainty.BOOTSTRAP_ITERS,
+        bootstrap_iters=bootstrap_iters,
         bootstrap_seed=bootstrap_seed(manifest),
         group_stderr=GROUP_STDERR if manifest.groups else None,
         judges=panel,

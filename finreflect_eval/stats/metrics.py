@@ -143,9 +143,7 @@ def _pct(value: float | None) -> float | None:
     return None if value is None else round(float(value) * 100, 4)
 
 
-# --- agreement ---
-
-_CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # nominal: distinct codes
+_CODES = {0: 0, 1: 1, "poor": 2, "partial": 3, "good": 4}  # labels as codes, each distinct
 
 
 def krippendorff_alpha(
@@ -376,6 +374,7 @@ class RunBootstrap:
         seed: int,
         iterations: int = uncertainty.BOOTSTRAP_ITERS,
     ) -> None:
+        self.iterations = iterations
         position = {span_id: row for row, span_id in enumerate(span_ids)}
         n = len(parts)
         by_span = np.zeros((len(span_ids), 2 * n))
@@ -413,8 +412,11 @@ class RunBootstrap:
 
     def _interval(self, columns: Sequence[int]) -> dict[str, Any]:
         """The filing interval of the mean of some parts' averages: the percentile bootstrap
-        from `uncertainty.MIN_FILINGS` filings on, else the clustered t interval (unreliable)."""
+        from `uncertainty.MIN_FILINGS` filings on, else the clustered t one (unreliable); none
+        without resamples (`bootstrap_iters` 0)."""
         n_filings = len(self.filing_table)
+        if not self.iterations:
+            return {"ci": None, "stderr": None, "ci_method": None, "ci_reliable": None}
         if n_filings >= uncertainty.MIN_FILINGS:
             replicates = uncertainty.mean_of_defined(self.by_filing[:, columns])
             ci, stderr = _pct_interval(replicates)

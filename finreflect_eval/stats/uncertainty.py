@@ -60,7 +60,7 @@ class Resampling:
     def totals(self, table: np.ndarray) -> np.ndarray:
         """Each replicate's column sums of a per-unit table (units × columns → replicates ×
         columns); NaN with fewer than two units (one cannot show how units vary: no interval)."""
-        if self.n_units < 2:
+        if self.n_units < 2 or not self.iterations:
             return np.full((self.iterations, table.shape[1]), np.nan)
         return np.vstack([weights @ table for weights in self.weights()])
 

@@ -307,7 +307,7 @@ LM_EVAL_KEYWORDS: dict[str, tuple[Any, Callable[[RunConfig], bool] | str]] = {
     "delete_requests_cache": (True, "no request cache"),
     "limit": (0.5, lambda config: config.limit == 0.5),
     "samples": ({TASK: [0, 3]}, lambda config: config.samples == {TASK: [0, 3]}),
-    "bootstrap_iters": (10, "1000 resamples"),
+    "bootstrap_iters": (10, lambda config: config.bootstrap_iters == 10),
     "check_integrity": (True, "tasks validate"),
     "write_out": (True, "returned samples"),
     "log_samples": (False, lambda config: True),  # what is returned: test_..._as_a_dict
