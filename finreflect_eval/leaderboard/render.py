@@ -90,6 +90,7 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "report": (report_folder(entry) / "index.html").as_posix(),
         "overall": results.overall.score,
         "overall_ci": results.overall.ci,
+        "overall_ci_reliable": results.overall.ci_reliable,
         "comparison_group": ranking.describe_group(contender.group),
         "group_size": 1,
         "tied_with": [],
