@@ -82,6 +82,13 @@ def interval(replicates: np.ndarray) -> tuple[list[float] | None, float | None]:
     return [float(low), float(high)], float(np.std(defined, ddof=1))
 
 
+def clustered_stderr(influence: np.ndarray) -> float:
+    """The cluster-robust standard error of a statistic from its units' linearised influences
+    (at least two units): the small-sample factor G/(G-1) times their sum of squares."""
+    units = len(influence)
+    return math.sqrt(units / (units - 1) * float(influence @ influence))
+
+
 def clustered_t_interval(
     estimate: float, influence: np.ndarray
 ) -> tuple[list[float] | None, float | None]:
@@ -93,7 +100,7 @@ def clustered_t_interval(
     units = len(influence)
     if units < 2:
         return None, None
-    stderr = math.sqrt(units / (units - 1) * float(influence @ influence))
+    stderr = clustered_stderr(influence)
     half = float(student.ppf(1 - (1 - CONFIDENCE) / 2, units - 1)) * stderr
     return [estimate - half, estimate + half], stderr
 
@@ -204,9 +211,7 @@ class Comparison:
 
     def stderr(self, a: int, b: int) -> float:
         """The filing-clustered standard error of run a's score minus run b's."""
-        filings = self.influence.shape[0]
-        spread = self.influence[:, a] - self.influence[:, b]
-        return math.sqrt(filings / (filings - 1) * float(spread @ spread))
+        return clustered_stderr(self.influence[:, a] - self.influence[:, b])
 
     def difference(self, a: int, b: int) -> tuple[float, list[float] | None]:
         """Run a's score minus run b's, with its simultaneous interval."""
