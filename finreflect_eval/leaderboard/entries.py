@@ -23,6 +23,7 @@ from finreflect_eval.records import JudgeAudit, Submission, parse, read_json
 from finreflect_eval.runs.store import write_atomic
 
 UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
+REPORTS = "reports"  # <leaderboard>/reports/<org__model>/<run id>/: each entry's report
 
 
 @dataclass
@@ -47,6 +48,15 @@ class RunEntry:
     @property
     def run_id(self) -> str:
         return _run_id(self.submission.model_dump_json(), self.submission.results.run)
+
+    @property
+    def report_folder(self) -> Path:
+        """Where its report goes, relative to the leaderboard folder:
+        `reports/<org__model>/<run id>` (the names of its stored file, made safe again)."""
+        name, run = (UNSAFE_CHARACTER.sub("_", part) for part in (self.folder.name, self.run_id))
+        if {name, run} & {"", ".", ".."}:
+            raise FinReflectError(f"refused: {self.describe()} has no usable report folder name")
+        return Path(REPORTS) / name / run
 
     def describe(self) -> str:
         return f"a submission of {self.model} with panel '{self.submission.results.judges.panel}'"

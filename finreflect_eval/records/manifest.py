@@ -7,10 +7,18 @@ from typing import Any, Literal
 
 from pydantic import (
     Field,
+    SerializerFunctionWrapHandler,
     field_validator,
+    model_serializer,
 )
 
-from finreflect_eval.protocol.criteria import CRITERIA, METRIC_NAMES, Aggregation, CriterionName
+from finreflect_eval.protocol.criteria import (
+    COMPREHENSIVENESS_LEVELS,
+    CRITERIA,
+    METRIC_NAMES,
+    Aggregation,
+    CriterionName,
+)
 from finreflect_eval.protocol.modes import ModeName
 from finreflect_eval.records.base import (
     FileRecord,
@@ -185,12 +193,37 @@ class MetricSpec(Record):
     """For a criterion: micro (over items) or macro (over spans); None keeps its default."""
     higher_is_better: bool | None = None
     """Informational; the criteria module decides."""
+    levels: dict[Literal["good", "partial", "poor"], float] | None = None
+    """For comprehensiveness: the score of each level, from 0 to 1, good ≥ partial ≥ poor and
+    good > poor; None keeps 1 / 0.5 / 0. Part of the task's config, so of its hash."""
 
     def model_post_init(self, _context: Any) -> None:
         if self.metric not in METRIC_NAMES:
             raise ValueError(f"unknown metric '{self.metric}'; known: {', '.join(METRIC_NAMES)}")
         if self.aggregation is not None and self.metric not in CRITERIA:
             raise ValueError(f"'{self.metric}' is not averaged over items: no aggregation")
+        if self.levels is not None:
+            _check_levels(self.metric, self.levels)
+
+    @model_serializer(mode="wrap")
+    def _without_default_levels(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # A task without levels records, and hashes, as before the field existed.
+        data = handler(self)
+        if data.get("levels") is None:
+            data.pop("levels", None)
+        return data
+
+
+def _check_levels(metric: str, levels: dict[str, float]) -> None:
+    if metric != "comprehensiveness":
+        raise ValueError(f"'{metric}' has no levels: only comprehensiveness has")
+    if set(levels) != set(COMPREHENSIVENESS_LEVELS):
+        raise ValueError(f"levels must give good, partial and poor a score each, not {levels}")
+    good, partial, poor = (levels[level] for level in COMPREHENSIVENESS_LEVELS)
+    if not (0 <= poor <= partial <= good <= 1 and poor < good):
+        raise ValueError(
+            f"levels must score 0 ≤ poor ≤ partial ≤ good ≤ 1 with poor < good, not {levels}"
+        )
 
 
 class TaskManifest(Record):

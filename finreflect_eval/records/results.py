@@ -148,6 +148,11 @@ class CriterionDetail(Record):
     t interval with G-1 degrees of freedom."""
     ci_reliable: bool | None = None
     """False under 10 filings: too few to show how filings vary, whatever the method."""
+    levels: dict[str, float] | None = None
+    """For comprehensiveness: the score of each level (default good 1, partial 0.5, poor 0;
+    a task may set others in its metric_list)."""
+    level_counts: dict[str, int] | None = None
+    """For comprehensiveness: how many scored spans the panel put at each level."""
 
 
 class Failures(Record):

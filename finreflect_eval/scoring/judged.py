@@ -96,14 +96,14 @@ def _score_task(
 ) -> dict[str, Scored]:
     """A task's judged criteria scored from its votes (`filings`: each of its spans' filing);
     their intervals are the run's bootstrap's."""
-    wanted = {m.metric: m.aggregation for m in info.metric_list}
+    wanted = {m.metric: m for m in info.metric_list}
     item_criteria, positions = table.criteria(), _span_positions(facts, table)
     span_ids = facts.python_values("span_id")
     scored = {}
-    for name, aggregation in wanted.items():
+    for name, spec in wanted.items():
         if name in EXTRACTION_METRICS:
             continue
-        aggregation = aggregation or CRITERIA[name].aggregation
+        aggregation = spec.aggregation or CRITERIA[name].aggregation
         mine = np.flatnonzero(item_criteria == CRITERION_NAMES.index(name))
         scored[name] = (
             aggregation,
@@ -118,6 +118,7 @@ def _score_task(
                 span_filings=filings,
                 n_filings=n_filings,
                 ordered=CRITERIA[name].ordered,
+                levels=spec.levels,
             ),
         )
     return scored

@@ -25,7 +25,7 @@ from finreflect_eval._util.tables import arrow_bytes, read_arrow
 from finreflect_eval.protocol.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
 from finreflect_eval.records import SampleRecord
 from finreflect_eval.records.lm_eval import sample_hashes
-from finreflect_eval.stats import metrics
+from finreflect_eval.stats import extraction
 
 TRIPLE_FIELDS = tuple(Triple.model_fields)
 RULE_COUNTS = (*CHECK_RULES, "all_rules")
@@ -83,8 +83,8 @@ class SpanFacts:
         types = _columns(panels)
         columns: dict[str, list] = {name: [] for name in types}
         for record in rows:
-            mine = {metrics.triple_key(t) for t in record.triples}
-            gold = {metrics.triple_key(t) for t in record.reference}
+            mine = {extraction.triple_key(t) for t in record.triples}
+            gold = {extraction.triple_key(t) for t in record.reference}
             passed = count_rule_passes(record.rule_checks)
             facts = {
                 "doc_id": record.doc_id,
@@ -148,13 +148,13 @@ class SpanFacts:
         return int(self.column(name).sum())
 
     def extraction_metrics(self) -> dict[str, Any]:
-        """The task's `metrics.extraction_metrics`."""
+        """The task's `extraction.extraction_metrics`."""
         rules = CheckRulesReport.of_counts(
             self.total("rule_checks"), {rule: self.total(f"passed:{rule}") for rule in RULE_COUNTS}
         )
         overlap = tuple(self.total(f"reference_{n}") for n in ("predicted", "gold", "matched"))
         n_triples = int(pc.sum(pc.list_value_length(self.table.column("triples"))).as_py() or 0)
-        return metrics.extraction_metrics(
+        return extraction.extraction_metrics(
             len(self), n_triples, rules, overlap, failed=self.total("failed")
         )
 

@@ -113,6 +113,8 @@ def _criterion_detail(aggregation: Aggregation, scores: metrics.CriterionScores)
         n_filings=scores.n_filings,
         ci_method=scores.ci_method,
         ci_reliable=scores.ci_reliable,
+        levels=scores.levels,
+        level_counts=scores.level_counts,
     )
 
 

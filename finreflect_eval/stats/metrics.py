@@ -1,7 +1,8 @@
 """The statistics behind the scores: majority aggregation, micro/macro averages with their
 bootstrap intervals (by filing and by span: `RunBootstrap`), per-judge scores and the scores
-without each judge, Krippendorff's α with its interval and gate, CheckRules and reference
-overlap. Pure functions; the resampling itself is `finreflect_eval.stats.uncertainty`'s.
+without each judge, Krippendorff's α with its interval and gate (the metrics of the triples
+themselves are `finreflect_eval.stats.extraction`'s). Pure functions; the resampling itself is
+`finreflect_eval.stats.uncertainty`'s.
 
 Aggregation (DESIGN.md §7): an item (a triple on one criterion, or a span on comprehensiveness)
 takes the label more than half of its valid votes agree on. A failed judge call is an
@@ -11,23 +12,26 @@ between valid votes flags the item for human review.
 
 Scores are ×100: by default (finreflect_eval.protocol.criteria) faithfulness, precision and
 relevance are micro-averaged over all triples, comprehensiveness macro-averaged over spans with
-good = 1, partial = 0.5, poor = 0.
+good = 1, partial = 0.5, poor = 0 (a task may set other levels: `levels`).
 """
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from finreflect_eval.protocol.criteria import CRITERIA, LEVEL_SCORES, Aggregation, Label
-from finreflect_eval.protocol.schema import CheckRulesReport
+from finreflect_eval.protocol.criteria import (
+    COMPREHENSIVENESS_LEVELS,
+    CRITERIA,
+    LEVEL_SCORES,
+    Aggregation,
+    Label,
+)
 from finreflect_eval.stats import uncertainty
 from finreflect_eval.stats.agreement import Coincidences
 
@@ -135,10 +139,10 @@ def mean_of_averages(parts: Sequence[tuple[Aggregation, SpanScores]]):
     """×100: the mean of the parts' averages (those defined)."""
     present = [average(a, per_span) for a, per_span in parts]
     present = [p for p in present if p is not None]
-    return _pct(float(np.mean(present))) if present else None
+    return pct(float(np.mean(present))) if present else None
 
 
-def _pct(value: float | None) -> float | None:
+def pct(value: float | None) -> float | None:
     """×100, rounded so that the same samples give the same numbers on any machine."""
     return None if value is None else round(float(value) * 100, 4)
 
@@ -185,6 +189,10 @@ class CriterionScores:
     judge_influence: dict[str, float | None] = field(default_factory=dict)
     """Per judge, the points it adds to the score beside the others (`judge_influence`)."""
     agreement: dict[str, Any] = field(default_factory=dict)
+    levels: dict[str, float] | None = None
+    """The score of each level (good, partial, poor), for criteria with levels."""
+    level_counts: dict[str, int] | None = None
+    """How many scored items took each level, for criteria with levels."""
     # Set by the run's bootstrap (`RunBootstrap`): by filing, and by span for comparison.
     ci: list[float] | None = None
     stderr: float | None = None
@@ -197,6 +205,14 @@ class CriterionScores:
 ABSENT, ABSTAINED = -2, -1  # codes of a judge without a vote on the item, and of an abstention
 _LABELS = list(_CODES)  # code -> label
 _CODE_SCORES = np.array([label_score(label) for label in _LABELS])
+
+
+def code_scores(levels: Mapping[str, float] | None = None) -> np.ndarray:
+    """Each label code's score: 0/1 as is, good/partial/poor as `levels` sets them (default
+    1/0.5/0)."""
+    if levels is None:
+        return _CODE_SCORES
+    return np.array([levels[label] if isinstance(label, str) else label for label in _LABELS])
 
 
 def score_criterion(
@@ -273,7 +289,10 @@ class Outcomes:
     no_majority: np.ndarray
 
     @classmethod
-    def of(cls, codes: np.ndarray, n_votes: np.ndarray) -> Outcomes:
+    def of(
+        cls, codes: np.ndarray, n_votes: np.ndarray, scores: np.ndarray = _CODE_SCORES
+    ) -> Outcomes:
+        """`scores`: each label code's score (`code_scores`)."""
         counts = np.stack([(codes == code).sum(axis=1) for code in range(len(_LABELS))], axis=1)
         n_valid = counts.sum(axis=1)
         scored = n_valid >= 2
@@ -281,10 +300,10 @@ class Outcomes:
         top = counts.max(axis=1, initial=0)
         no_majority = scored & (2 * top <= n_valid)
         # A majority label is unique (more than half); without one, the most conservative label.
-        candidates = np.where(counts > 0, _CODE_SCORES, np.inf)
+        candidates = np.where(counts > 0, scores, np.inf)
         label = np.where(no_majority, candidates.argmin(axis=1), counts.argmax(axis=1))
         return cls(
-            score=_CODE_SCORES[label],
+            score=scores[label],
             label=label,
             scored=scored,
             unanimous=scored & ~split & (n_valid == n_votes),
@@ -305,6 +324,7 @@ def score_codes(
     span_filings: np.ndarray,
     n_filings: int,
     ordered: bool,
+    levels: Mapping[str, float] | None = None,
 ) -> CriterionScores:
     """The panel's score on one criterion's items, with its counts, per-judge scores, scores
     without each judge and α (their intervals come from the run's `RunBootstrap`): `codes`
@@ -313,32 +333,37 @@ def score_codes(
     the labels are ordered (ordinal α too). Items labelled by rule (`synthetic`) count in the
     score, not in what measures the judges.
 
-    Vectorised over items: the same decision rule as `aggregate`. Every label scores 0, 0.5 or
-    1, so every sum is exact whatever its order: the numbers are those of scoring item by item."""
-    outcome = Outcomes.of(codes, n_votes)
+    `levels`: the scores of good/partial/poor (default 1/0.5/0); with `ordered`, the scored
+    items' counts of each level are kept (`level_counts`).
+
+    Vectorised over items: the same decision rule as `aggregate`. With the default levels every
+    label scores 0, 0.5 or 1, so every sum is exact whatever its order: the numbers are those of
+    scoring item by item."""
+    label_scores = code_scores(levels)
+    outcome = Outcomes.of(codes, n_votes, label_scores)
     per_span = SpanScores.group(spans, span_ids, outcome.score, outcome.scored)
     judged = ~synthetic
     per_judge = {}
     for column, judge in enumerate(judges):
         voted = judged & (codes[:, column] >= 0)
-        scores = _CODE_SCORES[np.maximum(codes[:, column], 0)]
+        scores = label_scores[np.maximum(codes[:, column], 0)]
         by_span = SpanScores.group(spans, span_ids, scores, voted)
-        per_judge[judge] = _pct(average(aggregation, by_span))
+        per_judge[judge] = pct(average(aggregation, by_span))
     without_judge = {}
     for column, judge in enumerate(judges):
         others = np.delete(codes, column, axis=1)
-        rest = Outcomes.of(others, (others != ABSENT).sum(axis=1))
+        rest = Outcomes.of(others, (others != ABSENT).sum(axis=1), label_scores)
         by_span = SpanScores.group(spans, span_ids, rest.score, rest.scored)
-        without_judge[judge] = _pct(average(aggregation, by_span))
+        without_judge[judge] = pct(average(aggregation, by_span))
     coincidences = Coincidences.of(
         codes[judged],
         span_filings[spans[judged]],
         n_filings,
         ordered=ordered,
-        code_scores=_CODE_SCORES,
+        code_scores=label_scores,
     )
     return CriterionScores(
-        score=_pct(average(aggregation, per_span)),
+        score=pct(average(aggregation, per_span)),
         n_items=len(codes),
         n_scored=int(outcome.scored.sum()),
         unanimous=int(outcome.unanimous[judged].sum()),
@@ -351,7 +376,15 @@ def score_codes(
         agreement=coincidences.agreement(),
         per_span=per_span,
         coincidences=coincidences,
+        levels=dict(levels or LEVEL_SCORES) if ordered else None,
+        level_counts=_level_counts(outcome) if ordered else None,
     )
+
+
+def _level_counts(outcome: Outcomes) -> dict[str, int]:
+    """How many scored items took each level (good, partial, poor)."""
+    taken = np.bincount(outcome.label[outcome.scored], minlength=len(_LABELS))
+    return {level: int(taken[_CODES[level]]) for level in COMPREHENSIVENESS_LEVELS}
 
 
 FILING_BOOTSTRAP = "filing bootstrap, percentile"
@@ -431,8 +464,8 @@ class RunBootstrap:
             influence = uncertainty.influence(sums, counts) / 100  # on the estimate's scale
             ci, stderr = uncertainty.clustered_t_interval(estimate, influence)
         return {
-            "ci": None if ci is None else [_pct(ci[0]), _pct(ci[1])],
-            "stderr": _pct(stderr),
+            "ci": None if ci is None else [pct(ci[0]), pct(ci[1])],
+            "stderr": pct(stderr),
             "ci_method": CLUSTERED_T,
             "ci_reliable": False,
         }
@@ -440,7 +473,7 @@ class RunBootstrap:
 
 def _pct_interval(replicates: np.ndarray) -> tuple[list[float] | None, float | None]:
     ci, stderr = uncertainty.interval(replicates)
-    return (None if ci is None else [_pct(ci[0]), _pct(ci[1])]), _pct(stderr)
+    return (None if ci is None else [pct(ci[0]), pct(ci[1])]), pct(stderr)
 
 
 def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> dict[str, Any]:
@@ -453,47 +486,4 @@ def score_items(items: Sequence[Item], judges: Sequence[str], *, seed: int) -> d
             seed=seed,
         ).__dict__
         for name, criterion in CRITERIA.items()
-    }
-
-
-# --- extraction-side metrics ---
-
-
-_NOT_WORD = re.compile(r"[^\w$%.]+")
-
-
-@lru_cache(maxsize=1 << 16)  # entity names repeat across a filing's triples
-def _normalise(text: str) -> str:
-    """Lower case, every run of other characters than word ones, `$`, `%` and `.` one space,
-    no spaces or dots at either end."""
-    return _NOT_WORD.sub(" ", text.lower()).strip(" .")
-
-
-def triple_key(triple: Any) -> tuple[str, str, str]:
-    """What makes two triples the same fact for reference overlap."""
-    return (_normalise(triple.subject), triple.relation.lower(), _normalise(triple.object))
-
-
-def extraction_metrics(
-    n_spans: int,
-    n_triples: int,
-    rules: CheckRulesReport,
-    overlap: tuple[int, int, int],
-    failed: int,
-) -> dict[str, Any]:
-    """Metrics of the extracted triples themselves, from their counts over a task's spans:
-    CheckRules passes, and the (predicted, reference, matched) distinct normalised (subject,
-    relation, object) keys, for micro precision and recall against the reference triples."""
-    predicted, reference, matched = overlap
-    return {
-        "n_spans": n_spans,
-        "n_triples": n_triples,
-        "triples_per_span": round(n_triples / n_spans, 4) if n_spans else None,
-        "check_rules": _pct(rules.all_rules),
-        "check_rules_detail": {
-            key: _pct(value) for key, value in rules.as_dict().items() if key != "n_triples"
-        },
-        "reference_precision": _pct(matched / predicted) if predicted else None,
-        "reference_recall": _pct(matched / reference) if reference else None,
-        "failed_extractions": failed,
     }

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from finreflect_eval.protocol.criteria import CRITERIA, EXTRACTION_METRICS
+from finreflect_eval.records import CriterionDetail
 from finreflect_eval.stats import uncertainty
 from finreflect_eval.view.source import ViewRun
 from finreflect_eval.view.spans import dumps
@@ -75,6 +76,19 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def level_text(detail: CriterionDetail) -> dict[str, str] | None:
+    """For comprehensiveness: the shares of the scored spans at each level, and the score each
+    level counts for (`good 40% · partial 35% · poor 25%`, `good 1 · partial 0.5 · poor 0`)."""
+    counts, levels = detail.level_counts, detail.levels
+    if not counts or not levels or not sum(counts.values()):
+        return None
+    total = sum(counts.values())
+    return {
+        "shares": " · ".join(f"{level} {100 * n / total:.0f}%" for level, n in counts.items()),
+        "scores": " · ".join(f"{level} {score:g}" for level, score in levels.items()),
+    }
+
+
 def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
     """What the template shows of one run: its scores per task and criterion, agreement,
     extraction metrics and settings."""
@@ -108,6 +122,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
                     "without_judge": detail.without_judge,
                     "counts": detail.items,
                     "agreement": agreement,
+                    "levels": level_text(detail),
                 }
             )
         extraction = [

@@ -19,7 +19,7 @@ import numpy as np
 
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
 from finreflect_eval.records import SampleRecord
-from finreflect_eval.stats import metrics
+from finreflect_eval.stats import extraction, metrics
 
 # An item's flag bits: the review queue's reasons (report.js reads the same bits).
 SPLIT, UNSCORED, NO_MAJORITY = 1, 2, 4
@@ -44,7 +44,7 @@ class SpanPart:
     """The part as its page holds it (compact JSON)."""
     mask: int
     keys: list[tuple[str, str, str]]
-    """Each triple's `metrics.triple_key`."""
+    """Each triple's `extraction.triple_key`."""
     labels: dict[str, list[int]] = field(default_factory=dict)
     """Per criterion, each item's label code (UNSCORED_LABEL: unscored)."""
 
@@ -154,7 +154,7 @@ def span_part(
     }
     if record.failed:
         data["failed"] = record.failures or ["the extraction failed"]
-    keys = [metrics.triple_key(t) for t in record.triples]
+    keys = [extraction.triple_key(t) for t in record.triples]
     return SpanPart(dumps(data), mask, keys, labels)
 
 

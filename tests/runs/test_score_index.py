@@ -32,7 +32,8 @@ from finreflect_eval.scoring.compute import compute_results, score_tables
 from finreflect_eval.scoring.failures import FailurePolicy
 from finreflect_eval.scoring.span_facts import TRIPLE_FIELDS, SpanFacts
 from finreflect_eval.scoring.votes import VOTE_FIELDS, VoteTable
-from finreflect_eval.stats.metrics import _normalise, aggregate, code_label, vote_code
+from finreflect_eval.stats.extraction import _normalise
+from finreflect_eval.stats.metrics import aggregate, code_label, vote_code
 
 TASKS = ("finreflect_smoke_single_pass", "finreflect_smoke_reflection")
 TASK_C = "comprehensiveness"

@@ -23,7 +23,7 @@ from finreflect_eval.pipeline.summary import results_table
 from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.records import Results, read
 from finreflect_eval.runs.store import load_run
-from finreflect_eval.stats import metrics
+from finreflect_eval.stats import extraction, metrics
 from finreflect_eval.view import open_run, report, write_report
 from finreflect_eval.view.spans import NO_MAJORITY, SPLIT, TRIPLES_DIFFER, UNSCORED, VERDICTS_DIFFER
 
@@ -298,7 +298,7 @@ def item_keys(record, criterion: str) -> list:
     """What an item is, to pair it across runs: its triple's key (the span, for a span's item)."""
     if CRITERIA[criterion].per == "span":
         return ["span"]
-    return [metrics.triple_key(triple) for triple in record.triples]
+    return [extraction.triple_key(triple) for triple in record.triples]
 
 
 def labels_of(labels: list[dict], key) -> list:

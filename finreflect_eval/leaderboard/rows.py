@@ -1,0 +1,207 @@
+"""The leaderboard's rows: one flat row per submission (its scores per mode and criterion, the
+judges' agreement, its place among the entries it is compared with, its data version), and one
+row per judge of each judge audit. What `render` writes as JSON, CSV and the page."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from finreflect_eval.leaderboard import ranking
+from finreflect_eval.leaderboard.entries import AuditEntry, RunEntry
+from finreflect_eval.leaderboard.ranking import Contender, Standing
+from finreflect_eval.pipeline.audit import PANEL_ROW
+from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA
+from finreflect_eval.protocol.modes import MODE_NAMES
+from finreflect_eval.records import DatasetInfo, Results
+
+LETTERS = {name: criterion.letter for name, criterion in CRITERIA.items()}
+MODES = MODE_NAMES
+
+
+SECTIONS = ("official", "community", "smoke")
+VERSION_ORDER = {True: 0, None: 1, False: 2}  # the pinned data version, none pinned, another
+
+
+def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
+    """One flat row per submission, ordered by section, comparison group and Overall: the
+    overall score with its CI, its place among the entries it is compared with (`ranking`: rank
+    range, ties, the difference to the next entry with its paired interval, the ranking's
+    stability without each judge), the score per mode, per-criterion detail per mode, the
+    judges' α per criterion with its interval, the agreement gate, and its data version
+    (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
+    version). Official rows get a `rank`, except those on a version other than the pinned one;
+    community and smoke rows are compared, never ranked."""
+    rows, contenders = [], []
+    for entry in entries:
+        results = entry.submission.results
+        by_mode = {results.details[task].mode: task for task in results.tasks}
+        contenders.append(Contender.of(entry.run_id, entry.section, results))
+        row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
+        rows.append(row | _agreement(results, by_mode) | _output_means(results))
+    standing = ranking.standings(contenders)
+    _place(rows, standing)
+    return _board_order(rows, standing)
+
+
+def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
+    """A row's first columns: the entry, its data version, its overall score (place: `_place`)."""
+    results, model = entry.submission.results, entry.model
+    return {
+        "section": entry.section,
+        "rank": None,
+        "rank_range": None,
+        "model": model,
+        "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
+        "panel": results.judges.panel,
+        "panel_note": results.judges.note(),
+        "dataset": dataset_label(results.dataset),
+        "data_version.id": results.dataset.id,
+        "data_version.revision": results.dataset.revision,
+        "data_version.fingerprint": results.dataset.fingerprint,
+        "data_version.slice": results.dataset.slice.name if results.dataset.slice else None,
+        "data_version.pinned": entry.pinned,
+        "date": results.run[:10],
+        "run_id": entry.run_id,
+        "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
+        "report": (entry.report_folder / "index.html").as_posix(),
+        "overall": results.overall.score,
+        "overall_ci": results.overall.ci,
+        "overall_ci_reliable": results.overall.ci_reliable,
+        "comparison_group": ranking.describe_group(contender.group),
+        "group_size": 1,
+        "tied_with": [],
+        "tied_with_runs": [],
+        "next_difference": None,
+        "next_difference_ci": None,
+        "ranking_stability": {},
+    }
+
+
+def _mode_scores(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """Per mode: its score, each criterion's score with its CI, and the shares of spans at each
+    comprehensiveness level (None: a mode not run)."""
+    columns: dict[str, Any] = {}
+    for mode in MODES:
+        task = by_mode.get(mode)
+        columns[mode] = results.overall.tasks.get(task) if task else None
+        scores = results.results.get(task, {}) if task else {}
+        criteria = results.details[task].criteria if task else {}
+        for criterion, short in LETTERS.items():
+            columns[f"{mode}.{short}"] = scores.get(f"{criterion},none")
+            detail = criteria.get(criterion)
+            columns[f"{mode}.{short}_ci"] = detail.ci if detail else None
+        detail = criteria.get("comprehensiveness")
+        counts = (detail.level_counts if detail else None) or {}
+        total = sum(counts.values())
+        for level in COMPREHENSIVENESS_LEVELS:  # the shares of spans at each level, in %
+            share = round(100 * counts.get(level, 0) / total, 2) if total else None
+            columns[f"{mode}.C_{level}"] = share
+    return columns
+
+
+def _agreement(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """Per mode and criterion, the judges' α with its interval (and ordinal α where ordered); per
+    criterion, its mean over the modes; `below_gate`, the `mode.criterion`s under the gate."""
+    columns: dict[str, Any] = {}
+    gated = []
+    for mode in MODES:
+        task = by_mode.get(mode)
+        agreement = results.agreement.get(task, {}) if task else {}
+        for criterion, short in LETTERS.items():
+            found = agreement.get(criterion)
+            columns[f"{mode}.alpha_{short}"] = found.alpha if found else None
+            columns[f"{mode}.alpha_{short}_ci"] = found.ci if found else None
+            if CRITERIA[criterion].ordered:
+                columns[f"{mode}.alpha_{short}_ordinal"] = found.ordinal if found else None
+                columns[f"{mode}.alpha_{short}_ordinal_ci"] = found.ordinal_ci if found else None
+            if found and found.below_gate:
+                gated.append(f"{mode}.{criterion}")
+    for short in LETTERS.values():
+        columns[f"alpha_{short}"] = mean_of([columns[f"{m}.alpha_{short}"] for m in MODES], 4)
+    columns["below_gate"] = gated
+    return columns
+
+
+def _output_means(results: Results) -> dict[str, float | None]:
+    """`triples_per_span` and `check_rules`, averaged over the run's tasks."""
+    return {
+        name: mean_of([results.results[task].get(f"{name},none") for task in results.tasks])
+        for name in ("triples_per_span", "check_rules")
+    }
+
+
+def _place(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> None:
+    """Each row's place among the entries it is compared with, and its `rank` (see `rows_of`)."""
+    models = {row["run_id"]: row["model"] for row in rows}
+    for row in rows:
+        mine = standing[row["run_id"]]
+        row["rank_range"] = mine.rank_range
+        row["group_size"] = mine.group_size
+        row["tied_with"] = [models[run] for run in mine.tied_with]
+        row["tied_with_runs"] = mine.tied_with
+        row["next_difference"] = mine.next_difference
+        row["next_difference_ci"] = mine.next_difference_ci
+        row["ranking_stability"] = mine.stability
+        if row["section"] == "official" and row["data_version.pinned"] is not False:
+            row["rank"] = mine.place
+
+
+def _board_order(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> list[dict[str, Any]]:
+    """Sections in order; in one, the pinned data version, then datasets with none pinned, then
+    others; in those, comparison groups (the best entry's first), by place (none last), model."""
+    by_overall = sorted(rows, key=lambda r: (r["overall"] is None, -(r["overall"] or 0)))
+    first_seen: dict[str, int] = {}
+    for row in by_overall:
+        first_seen.setdefault(row["comparison_group"], len(first_seen))
+    rows.sort(
+        key=lambda r: (
+            SECTIONS.index(r["section"]),
+            VERSION_ORDER[r["data_version.pinned"]],
+            first_seen[r["comparison_group"]],
+            math.inf if standing[r["run_id"]].place is None else standing[r["run_id"]].place,
+            r["model"],
+            r["run_id"],
+        )
+    )
+    return rows
+
+
+def mean_of(values: list[Any], digits: int = 2) -> float | None:
+    present = [v for v in values if v is not None]
+    return round(sum(present) / len(present), digits) if present else None
+
+
+def dataset_label(dataset: DatasetInfo) -> str:
+    label = dataset.id
+    if dataset.revision:
+        label += f"@{dataset.revision[:10]}"
+    if dataset.limit:
+        label += f" (first {dataset.limit})"
+    return f"{label} {dataset.fingerprint[:8]}"
+
+
+def judge_rows(audits: list[AuditEntry]) -> list[dict[str, Any]]:
+    """One row per judge (and panel majority) per audit: accuracy and κ per criterion, flip
+    rate per probe, α of the panel."""
+    rows = []
+    for entry in audits:
+        report = entry.audit.report
+        for judge, values in report["judges"].items():
+            row: dict[str, Any] = {
+                "panel": entry.panel,
+                "official": entry.official,
+                "judge": judge,
+                "dataset": dataset_label(entry.audit.dataset),
+                "date": entry.audit.date[:10],
+            }
+            for criterion, short in LETTERS.items():
+                scores = values["criteria"][criterion]
+                row[f"accuracy.{short}"] = scores["accuracy"]
+                row[f"kappa.{short}"] = scores["kappa"]
+                agreement = report["agreement"][criterion]["alpha"]
+                row[f"alpha.{short}"] = agreement if judge == PANEL_ROW else None
+            for probe, rate in values["probes"].items():
+                row[f"flip.{probe}"] = rate["rate"]
+            rows.append(row)
+    return rows
