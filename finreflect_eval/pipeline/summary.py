@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from finreflect_eval._util.tables import markdown_table
-from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA
+from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, REASONING_WORDS
 from finreflect_eval.records import Results
 from finreflect_eval.runs.store import Run
 from finreflect_eval.stats.agreement import ALPHA_GATE
@@ -94,7 +94,30 @@ def results_table(results: Results) -> str:
         + few_filings_line(overall)
         + agreement_table(results)
         + influence_line(results)
+        + protocol_line(results)
     )
+
+
+def protocol_line(results: Results) -> str:
+    """A warning naming each judge that broke the judge protocol on any task: reasonings over
+    `REASONING_WORDS` words, answers with a reasoning before the verdict (votes kept)."""
+    totals: dict[str, list[int]] = {}
+    for details in results.details.values():
+        for judge, kept in details.judge_protocol.items():
+            counts = totals.setdefault(judge, [0, 0, 0, 0])
+            for position, value in enumerate(
+                (kept.long_reasoning, kept.votes, kept.reasoning_first, kept.calls)
+            ):
+                counts[position] += value
+    parts = []
+    for judge, (long, votes, first, calls) in totals.items():
+        if long:
+            parts.append(f"{judge}: {long} of {votes} reasonings over {REASONING_WORDS} words")
+        if first:
+            parts.append(f"{judge}: reasoning before the verdict in {first} of {calls} answers")
+    if not parts:
+        return ""
+    return f"⚠ judge protocol (votes kept): {'; '.join(parts)}\n"
 
 
 def few_filings_line(overall: Any) -> str:

@@ -42,6 +42,9 @@ class Criterion:
         return min(self.labels, key=self.score)
 
 
+REASONING_WORDS = 15
+"""The longest justification the protocol asks of a judge, in words, after its verdict."""
+
 LEVEL_SCORES = {"good": 1.0, "partial": 0.5, "poor": 0.0}
 COMPREHENSIVENESS_LEVELS = ("good", "partial", "poor")
 

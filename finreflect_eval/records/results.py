@@ -179,6 +179,21 @@ class Tokens(Record):
     completion: int = 0
 
 
+class JudgeProtocol(Record):
+    """How one judge's answers kept the judge protocol: a verdict first, then a justification
+    of at most `REASONING_WORDS` words. Its votes count whatever these say."""
+
+    votes: int = 0
+    """Its votes (abstentions and votes given by rule left out)."""
+    long_reasoning: int = 0
+    """Votes whose reasoning, decoded, has more words than the protocol's 15 (split on
+    whitespace)."""
+    calls: int = 0
+    """Its answered calls."""
+    reasoning_first: int = 0
+    """Answers (as accepted) in which a reasoning comes before its verdict."""
+
+
 class TaskDetails(Record):
     """What a task's lm-eval metric row does not hold."""
 
@@ -195,6 +210,8 @@ class TaskDetails(Record):
     tokens: dict[str, Tokens]
     """`extract` and `judge`."""
     seconds: dict[str, float]
+    judge_protocol: dict[str, JudgeProtocol] = {}
+    """Per judge, how its answers kept the protocol (empty: written before it was checked)."""
 
 
 class Overall(Record):

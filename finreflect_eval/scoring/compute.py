@@ -94,7 +94,7 @@ def compute_results(
         **task_bookkeeping(manifest, span_facts),
         config=run_settings(manifest, panel, bootstrap_iters),
         **run_header(manifest, panel),
-        details=task_details(manifest, panel, span_facts, judged),
+        details=task_details(manifest, panel, span_facts, votes, judged),
         overall=overall_of(judged),
         agreement=agreement_of(judged),
         filings=filings_of(judged),

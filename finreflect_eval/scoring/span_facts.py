@@ -52,6 +52,8 @@ _PANEL_COLUMNS = {
     "judge_errors": pa.int64(),
     "judge_failed": pa.list_(pa.string()),  # the judge of each failed or invalid call
     "judge_transport_failures": pa.list_(pa.string()),
+    "judge_answered": pa.list_(pa.string()),  # the judge of each answered call
+    "judge_reasoning_first": pa.list_(pa.string()),  # ... of each answer reasoning first
     "judge_prompt_tokens": pa.int64(),
     "judge_completion_tokens": pa.int64(),
 }
@@ -62,6 +64,16 @@ def filing_of(record: SampleRecord) -> str:
     year: a record written before rows were kept)."""
     year = record.doc.get("fiscal_year")
     return record.ticker if year is None else f"{record.ticker}_{year}"
+
+
+def _reasoning_first(answer: str | None) -> bool:
+    """Whether a judge's answer, as written, puts any reasoning before its verdict: each part of
+    the text before a `"reasoning"` key must hold the `"verdict"` key of its own object. (A
+    key inside a string is escaped, `\\"verdict\\"`, so it is never taken for one.)"""
+    if not answer:
+        return False
+    before = answer.split('"reasoning"')[:-1]
+    return not all('"verdict"' in part for part in before)
 
 
 def _columns(panels: Sequence[str]) -> dict[str, pa.DataType]:
@@ -114,6 +126,10 @@ class SpanFacts:
                     f"judge_failed:{panel}": [c.model for c in calls if c.error is not None],
                     f"judge_transport_failures:{panel}": [
                         f"judge {c.model} {c.step}: {c.error}" for c in calls if c.transport_failed
+                    ],
+                    f"judge_answered:{panel}": [c.model for c in calls if c.text is not None],
+                    f"judge_reasoning_first:{panel}": [
+                        c.model for c in calls if _reasoning_first(c.text)
                     ],
                     f"judge_prompt_tokens:{panel}": sum(call.prompt_tokens for call in calls),
                     f"judge_completion_tokens:{panel}": sum(

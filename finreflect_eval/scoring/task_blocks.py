@@ -17,8 +17,10 @@ from finreflect_eval.records import (
 )
 from finreflect_eval.records.lm_eval import task_hash
 from finreflect_eval.scoring.failures import failures_of
+from finreflect_eval.scoring.judge_protocol import judge_protocol_of
 from finreflect_eval.scoring.judged import JudgedScores
 from finreflect_eval.scoring.span_facts import SpanFacts
+from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import metrics
 
 NOT_AVAILABLE = "N/A"  # lm-eval's stderr for a metric without one
@@ -59,10 +61,15 @@ def task_rows(
 
 
 def task_details(
-    manifest: Manifest, panel: str, span_facts: dict[str, SpanFacts], judged: JudgedScores
+    manifest: Manifest,
+    panel: str,
+    span_facts: dict[str, SpanFacts],
+    votes: dict[str, VoteTable],
+    judged: JudgedScores,
 ) -> dict[str, TaskDetails]:
     """Per task, what its lm-eval row does not hold: each judged criterion's intervals and item
-    counts, the extraction's counts, failed calls, tokens and time."""
+    counts, the extraction's counts, failed calls, tokens, time, and how each judge kept the
+    judge protocol."""
     details = {}
     for task, facts in span_facts.items():
         info = manifest.tasks[task]
@@ -90,6 +97,7 @@ def task_details(
                 ),
             },
             seconds={"extract": info.seconds},
+            judge_protocol=judge_protocol_of(facts, votes[task], panel),
         )
     return details
 

@@ -23,9 +23,11 @@ import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Literal
+from typing import Literal, get_args
 
 import numpy as np
+
+from finreflect_eval._util.errors import FinReflectError
 
 BOOTSTRAP_ITERS = 1000
 CONFIDENCE = 0.95
@@ -36,6 +38,7 @@ of freedom (`clustered_t_interval`), and are marked unreliable."""
 _BLOCK = 1 << 22  # units × replicates held at once (32 MB as float64)
 
 Level = Literal["nominal", "ordinal"]
+LEVELS: tuple[Level, ...] = get_args(Level)  # α's levels of measurement computed here
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,10 @@ def coincidences(counts: np.ndarray) -> np.ndarray:
 def alpha(coincidence: np.ndarray, level: Level = "nominal") -> np.ndarray:
     """α of coincidence matrices (... × V², values in their order), NaN where undefined (no
     pairable votes, or a single value: no disagreement is possible)."""
+    if level not in LEVELS:
+        raise FinReflectError(
+            f"α level {level!r} is not computed here: it is one of {', '.join(LEVELS)}"
+        )
     size = math.isqrt(coincidence.shape[-1])
     o = coincidence.reshape(*coincidence.shape[:-1], size, size)
     n_c = o.sum(axis=-1)

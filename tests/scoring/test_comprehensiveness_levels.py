@@ -66,7 +66,9 @@ def test_the_viewer_and_the_leaderboard_show_the_shares_beside_c(tmp_path):
     build(tmp_path / "board")
     [row] = json.loads((tmp_path / "board" / "leaderboard.json").read_text())
     mode = results.details[TASK].mode
-    assert {level: row[f"{mode}.C_{level}"] for level in DEFAULT} == pytest.approx(shares, abs=0.005)
+    assert {level: row[f"{mode}.C_{level}"] for level in DEFAULT} == pytest.approx(
+        shares, abs=0.005
+    )
     page = (tmp_path / "board" / "index.html").read_text()
     assert "({:.0f}/{:.0f}/{:.0f})</small>".format(*shares.values()) in page
 

@@ -110,3 +110,25 @@ def reference_triples(request):
     most = request.schema["properties"]["triples"].get("maxItems", 40)
     found = [t.triple.model_dump() for t in triples[span.span_id]][:most]
     return json.dumps({"triples": found})
+
+
+WORDY = "the text states this fact plainly in its second sentence, so the triple is well supported"
+
+
+def wordy(request):
+    """Accepts everything, with a justification of 16 words: over the protocol's 15."""
+    properties = request.schema["properties"]
+    item = {"verdict": 1, "reasoning": WORDY, "warning": ""}
+    if "verdicts" in properties:
+        return json.dumps({"verdicts": [item] * properties["verdicts"]["minItems"]})
+    return json.dumps({**item, "verdict": "good"})
+
+
+def reasons_first(request):
+    """Accepts everything, but writes each reasoning before its verdict (justify, then
+    commit: what the protocol's order rules out; a server may not enforce the key order)."""
+    properties = request.schema["properties"]
+    item = {"reasoning": "stated", "verdict": 1, "warning": ""}
+    if "verdicts" in properties:
+        return json.dumps({"verdicts": [item] * properties["verdicts"]["minItems"]})
+    return json.dumps({**item, "verdict": "good"})
