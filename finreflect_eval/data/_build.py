@@ -4,10 +4,9 @@ the `spans` config from 10-K filings, and push a folder to the Hub."""
 from __future__ import annotations
 
 import logging
-import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
 
 import datasets
 import pyarrow.parquet as pq
@@ -17,6 +16,12 @@ from pydantic import BaseModel
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.output_folder import (
+    conflict_error,
+    files_under,
+    plan_write,
+    remove_files,
+)
 from finreflect_eval._util.resources import bundled_path
 from finreflect_eval.chunking import (
     chunk_filing,
@@ -47,21 +52,24 @@ def write_dataset_folder(
     `about` describes the data (default: the companies and years of its spans). Files it did not
     write are never replaced or mixed in: a README.md or a file under a config folder of anyone
     else's is a one-line error (other files are left alone). With `replace=False`, a folder that
-    already holds a dataset is an error too; with `replace`, its data files are all removed
-    first (no stale split or config stays behind)."""
+    already holds a dataset is an error too; with `replace`, the data files its card lists that
+    this write lacks are removed first (no stale split or config stays behind)."""
     output = Path(output)
     check_output_folder(output, replace=replace, others_beside=True)
-    for stale in dataset_files(output):
-        if stale.suffix == ".parquet":
-            (output / stale).unlink()
-    for config, splits in tables.items():
-        for split, records in splits.items():
-            if not records:
-                continue  # no empty splits: datasets lists only the splits that have rows
-            path = output / config / f"{split}-00000-of-00001.parquet"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            rows = [record.model_dump() for record in records]
-            datasets.Dataset.from_list(rows, features=FEATURES[config]).to_parquet(str(path))
+    written = {
+        f"{config}/{split}-00000-of-00001.parquet": records
+        for config, splits in tables.items()
+        for split, records in splits.items()
+        if records  # no empty splits: datasets lists only the splits that have rows
+    }
+    plan = plan_write(output, [*written, "README.md"], _Ours(output))
+    remove_files(output, plan.stale)  # the check refused every file of the user's in the way
+    for name, records in written.items():
+        config = name.split("/")[0]
+        path = output / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        rows = [record.model_dump() for record in records]
+        datasets.Dataset.from_list(rows, features=FEATURES[config]).to_parquet(str(path))
     spans = [span for split in tables.get("spans", {}).values() for span in split]
     write_card(output, about=about or _about(spans), pretty_name=pretty_name, license=license)
     return output
@@ -73,76 +81,76 @@ DATA_FILE = re.compile(r"\w+(\.\w+)*-00000-of-00001\.parquet")
 
 def check_output_folder(output: Path, *, replace: bool, others_beside: bool = False) -> None:
     """Where `dataset build` may write: a new or empty folder or, with `replace`, one holding a
-    dataset written here. Any file it did not write is refused, naming it, so that `--output .`
-    never replaces a project's README.md nor mixes a dataset into a project. `others_beside`
-    allows files outside the dataset's own paths (README.md and the config folders): the
-    bundled sample keeps its sources beside its data."""
+    dataset written here (the files its card lists, and the card). Any file it did not write is
+    refused, naming it, so that `--output .` never replaces a project's README.md nor mixes a
+    dataset into a project. `others_beside` allows files outside the dataset's own paths
+    (README.md and the config folders): the bundled sample keeps its sources beside its data."""
     if output.exists() and not output.is_dir():
         raise FinReflectError(f"--output {output} is a file, not a folder")
-    ours = []
-    for path in _files_under(output):  # stops at the first file not ours (`--output ~`)
-        if _is_ours(output, path):
-            ours.append(path)
-        elif not others_beside or path == Path("README.md") or path.parts[0] in CONFIGS:
-            raise FinReflectError(
-                f"{output} holds {path}, which finreflect-eval did not write; choose a new or "
-                "empty --output (--replace replaces only a dataset that finreflect-eval wrote)"
+    ours = _Ours(output)
+    found = []
+    for path in files_under(output):  # stops at the first file not ours (`--output ~`)
+        if path in ours:
+            found.append(path)
+        elif not others_beside or path == "README.md" or path.split("/")[0] in CONFIGS:
+            raise conflict_error(
+                output,
+                path,
+                "choose a new or empty --output (--replace replaces only a dataset that "
+                "finreflect-eval wrote)",
             )
-    if ours and not replace:
+    if found and not replace:
         raise FinReflectError(
-            f"{output} already holds a dataset ({min(ours)}); choose another --output, or pass "
+            f"{output} already holds a dataset ({min(found)}); choose another --output, or pass "
             "--replace to overwrite it"
         )
 
 
-def dataset_files(folder: Path) -> list[Path]:
-    """The files under `folder` that `write_dataset_folder` writes, relative and sorted."""
-    return sorted(path for path in _files_under(folder) if _is_ours(folder, path))
+class _Ours:
+    """The files of a folder that `write_dataset_folder` wrote: README.md and the data files
+    its card lists (the card is its record of them). Without a card of ours (it was removed),
+    the files named and placed as its data files are taken as ours, as they always were. Never
+    a link: writing one would write its target."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.listed = _card_files(folder / "README.md")
+
+    def __contains__(self, path: object) -> bool:
+        if not isinstance(path, str) or (self.folder / path).is_symlink():
+            return False
+        if self.listed is not None:
+            return path == "README.md" or path in self.listed
+        parts = path.split("/")
+        return len(parts) == 2 and parts[0] in CONFIGS and bool(DATA_FILE.fullmatch(parts[1]))
 
 
-def _is_ours(folder: Path, path: Path) -> bool:
-    """Whether `path` (relative to `folder`) is a file `write_dataset_folder` writes: a data
-    file, or a README.md holding its dataset card (never a link: writing one would write its
-    target)."""
-    if (folder / path).is_symlink():
-        return False
-    if path == Path("README.md"):
-        return _is_dataset_card(folder / path)
-    return (
-        len(path.parts) == 2 and path.parts[0] in CONFIGS and bool(DATA_FILE.fullmatch(path.name))
-    )
-
-
-def _files_under(folder: Path) -> Iterator[Path]:
-    """Every file and link below `folder` (links are listed, never followed), relative, a
-    folder's own files before its subfolders'; folders without files count for nothing."""
-    for root, folders, files in os.walk(folder):
-        folders.sort()
-        links = [name for name in folders if Path(root, name).is_symlink()]
-        for name in sorted(files + links):
-            yield Path(root, name).relative_to(folder)
-
-
-def _is_dataset_card(path: Path) -> bool:
-    """Whether a README.md is a card as `write_card` writes it: a YAML header whose configs are
-    ours, each data file laid out as `<config>/<split>-00000-of-00001.parquet`."""
+def _card_files(path: Path) -> set[str] | None:
+    """The data files a README.md lists, if it is a card as `write_card` writes it (a YAML
+    header whose configs are ours, each data file laid out as
+    `<config>/<split>-00000-of-00001.parquet`); None for any other README.md, or none."""
+    if path.is_symlink() or not path.is_file():
+        return None
     text = path.read_text(encoding="utf-8", errors="replace")
     parts = text.split("---\n", 2)  # "", the YAML header, the body
     if len(parts) < 3 or parts[0]:
-        return False
+        return None
     try:
         metadata = yaml.safe_load(parts[1])
         declared = [
-            (config["config_name"], Path(file["path"]))
+            (config["config_name"], PurePosixPath(file["path"]))
             for config in metadata["configs"]
             for file in config["data_files"]
         ]
     except (yaml.YAMLError, TypeError, KeyError):  # not YAML, or not shaped like our card
-        return False
-    return bool(declared) and all(
-        config in CONFIGS and path.parent == Path(config) and DATA_FILE.fullmatch(path.name)
+        return None
+    ours = bool(declared) and all(
+        config in CONFIGS
+        and path.parent == PurePosixPath(config)
+        and DATA_FILE.fullmatch(path.name)
         for config, path in declared
     )
+    return {str(path) for _, path in declared} if ours else None
 
 
 def _about(spans: Sequence[BaseModel]) -> str:

@@ -2,21 +2,33 @@
 `leaderboard.json`, `leaderboard.csv` and `judges.json`, from the verified entries, and each
 entry's report (`finreflect-eval view` of the stored submission) under `reports/`, which the
 entry's row links to. Every text that comes from a submission is HTML-escaped (and CSV cells
-quoted against formulas)."""
+quoted against formulas).
+
+The folder is the user's too (the stored entries, a README, pages of their own): `build`
+records the files it wrote (RECORD) and replaces or removes only those; any other file stays,
+and one where `build` writes is refused before anything changes."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-import shutil
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.output_folder import (
+    files_under,
+    plan_write,
+    read_record,
+    remove_files,
+    write_record,
+)
+from finreflect_eval._util.version import __version__
 from finreflect_eval.leaderboard.entries import (
     REPORTS,
     RunEntry,
@@ -27,9 +39,11 @@ from finreflect_eval.leaderboard.rows import LETTERS, MODES, SECTIONS, judge_row
 from finreflect_eval.review.queue import spreadsheet_safe
 from finreflect_eval.runs.store import write_atomic
 from finreflect_eval.stats.agreement import ALPHA_GATE
-from finreflect_eval.view.report import MARKER, write_report
+from finreflect_eval.view.report import MARKER, check_output, report_files, write_report
 
 TEMPLATES = Path(__file__).parent / "templates"
+GENERATED = ("index.html", "leaderboard.json", "leaderboard.csv", "judges.json")  # `_files`
+RECORD = ".finreflect-leaderboard"  # the files `build` wrote in the folder (JSON)
 
 
 def render(leaderboard: Path) -> dict[str, str]:
@@ -52,46 +66,60 @@ def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
 
 def build(leaderboard: Path) -> list[Path]:
     """Write the generated files of the leaderboard folder, and every stored entry's report
-    under `reports/` (anything else there is removed: the folder is generated)."""
+    under `reports/`. The files it wrote before are replaced, or removed where nothing gives
+    them now (the report of an entry no longer stored); anything else is kept. A file of the
+    user's where it writes is refused first, naming it, and nothing changes."""
     leaderboard.mkdir(parents=True, exist_ok=True)
     entries = load_entries(leaderboard, "submissions")
     files = _files(leaderboard, entries)
+    reports = _reports(entries)
+    # Refused before any write: the user's file at a generated file's path or on a report's way
+    # (its marker's path: `reports` itself, say), or a folder of theirs where a report goes.
+    markers = [f"{folder.as_posix()}/{MARKER}" for folder in reports]
+    hint = "move it away: `leaderboard build` writes there"
+    plan_write(leaderboard, [*files, *markers, RECORD], _ours(leaderboard)).refuse_conflicts(
+        leaderboard, hint
+    )
+    for folder in reports:
+        check_output(leaderboard / folder)
+    # (A user's file inside a report, where that report now writes, is refused by `view`
+    # itself: the reports before it are then new already. Nothing of the user's is lost.)
+    written = [_write_report(entry, leaderboard / folder) for folder, entry in reports.items()]
     for name, text in files.items():
         write_atomic(leaderboard / name, text)
-    written = [leaderboard / name for name in files]
-    reports = _reports(entries)
-    for path in _unexpected(leaderboard, reports):
-        _remove(path)
-    for folder, entry in reports.items():
-        target = leaderboard / folder
-        if target.is_symlink() or (target.exists() and not (target / MARKER).is_file()):
-            _remove(target)  # not a report `view` wrote: build owns reports/
-        written.append(_write_report(entry, target))
-    _prune(leaderboard / REPORTS)
-    return written
+    new = [*files, *_report_paths(leaderboard, reports)]
+    remove_files(leaderboard, plan_write(leaderboard, [*new, RECORD], _ours(leaderboard)).stale)
+    write_record(leaderboard, RECORD, f"finreflect-eval {__version__} leaderboard build", new)
+    return [leaderboard / name for name in files] + written
 
 
 def check(leaderboard: Path) -> list[str]:
     """The generated files and reports that differ from what the stored entries give (every
     entry is re-verified first: one that no longer verifies is an error naming its file): a
-    report missing, differing in any file, or of an entry no longer stored."""
+    report missing, differing in a file it writes, or of an entry no longer stored; what
+    `build` would rewrite or remove. The user's files are not the build's to check."""
     stale = []
     entries = load_entries(leaderboard, "submissions")
-    for name, text in _files(leaderboard, entries).items():
+    files = _files(leaderboard, entries)
+    for name, text in files.items():
         path = leaderboard / name
         if not path.exists() or path.read_text(encoding="utf-8") != text:
             stale.append(name)
     reports = _reports(entries)
+    new = [*files, RECORD]
     if reports:
         with tempfile.TemporaryDirectory(prefix="finreflect-reports-") as scratch:
             for folder, entry in reports.items():
                 expected = Path(scratch) / folder
                 _write_report(entry, expected)
+                new += [f"{folder.as_posix()}/{name}" for name in files_under(expected)]
                 if not _same_files(expected, leaderboard / folder):
                     stale.append(folder.as_posix())
-    stale += [
-        path.relative_to(leaderboard).as_posix() for path in _unexpected(leaderboard, reports)
-    ]
+    for path in plan_write(leaderboard, new, _ours(leaderboard)).stale:
+        parts = path.split("/")  # a file of a report no longer given: named by its folder
+        name = "/".join(parts[:3]) if parts[0] == REPORTS and len(parts) > 3 else path
+        if name not in stale:
+            stale.append(name)
     return stale
 
 
@@ -112,59 +140,55 @@ def _write_report(entry: RunEntry, folder: Path) -> Path:
     return write_report(entry.submission, folder)
 
 
-def _unexpected(leaderboard: Path, reports: dict[Path, RunEntry]) -> list[Path]:
-    """What `reports/` holds besides the entries' reports (never following a link)."""
-    root = leaderboard / REPORTS
-    if root.is_symlink() or (root.exists() and not root.is_dir()):
-        return [root]
-    if not root.is_dir():
-        return []
-    names = {folder.parent.name for folder in reports}
-    found = []
-    for model in sorted(root.iterdir()):
-        if model.name not in names or model.is_symlink() or not model.is_dir():
-            found.append(model)
-            continue
-        for run in sorted(model.iterdir()):
-            if Path(REPORTS) / model.name / run.name not in reports:
-                found.append(run)
-    return found
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
+def _ours(leaderboard: Path) -> set[str]:
+    """The files of the folder that `build` wrote: those its record lists (a folder an older
+    version built, which kept none: the generated files, where it holds all four), and every
+    report's under reports/ (a folder with `view`'s marker: what that marker lists), so that a
+    build stopped half-way leaves nothing of its own unknown to the next."""
+    record = read_record(leaderboard, RECORD)
+    if record is not None and record.files is not None:
+        ours = {*record.files, RECORD}
+    elif all((leaderboard / name).is_file() for name in GENERATED):
+        ours = set(GENERATED)
     else:
-        path.unlink(missing_ok=True)
+        ours = set()
+    return ours | set(_report_paths(leaderboard, _report_folders(leaderboard)))
 
 
-def _prune(root: Path) -> None:
-    """Remove the folders under `reports/` (and itself) left empty."""
-    if not root.is_dir() or root.is_symlink():
-        return
-    for model in root.iterdir():
-        if model.is_dir() and not model.is_symlink() and not any(model.iterdir()):
-            model.rmdir()
-    if not any(root.iterdir()):
-        root.rmdir()
+def _report_folders(leaderboard: Path) -> list[Path]:
+    """The folders reports/<model>/<run>/ holding `view`'s marker (never through a link)."""
+    found = []
+    for model in _subfolders(leaderboard / REPORTS):
+        found += [run for run in _subfolders(model) if read_record(run, MARKER) is not None]
+    return [folder.relative_to(leaderboard) for folder in found]
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    if folder.is_symlink() or not folder.is_dir():
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink())
+
+
+def _report_paths(leaderboard: Path, folders: Iterable[Path]) -> list[str]:
+    """The files `view` wrote in these report folders, as paths in the leaderboard folder."""
+    return [
+        f"{folder.as_posix()}/{name}"
+        for folder in folders
+        for name in sorted(report_files(leaderboard / folder))
+    ]
 
 
 def _same_files(expected: Path, found: Path) -> bool:
-    """Whether `found` holds exactly `expected`'s files with the same bytes (sizes first)."""
+    """Whether `found` holds each of `expected`'s files with the same bytes (sizes first), none
+    of them a link or behind one; any other file there is the user's."""
     if found.is_symlink() or not found.is_dir():
         return False
-
-    def listing(folder: Path) -> dict[str, Path]:
-        return {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if not p.is_dir()}
-
-    want, have = listing(expected), listing(found)
-    if want.keys() != have.keys():
+    want, have = list(files_under(expected)), set(files_under(found))
+    if any(name not in have or (found / name).is_symlink() for name in want):
         return False
-    if any(have[name].is_symlink() for name in have):
+    if any((expected / n).stat().st_size != (found / n).stat().st_size for n in want):
         return False
-    if any(want[n].stat().st_size != have[n].stat().st_size for n in want):
-        return False
-    return all(want[n].read_bytes() == have[n].read_bytes() for n in want)
+    return all((expected / n).read_bytes() == (found / n).read_bytes() for n in want)
 
 
 def _csv(rows: list[dict[str, Any]]) -> str:

@@ -9,6 +9,8 @@
     data/<task>/<n>.js    the spans themselves, a page of at most SPANS_PER_PAGE spans (and
                           about PAGE_BYTES) each: text, triples, every judge's votes
     README.md             a Hugging Face static Space's card (the folder is the Space)
+    .finreflect-report    the record of the files above (MARKER): a rerun replaces those and
+                          keeps whatever else the user put in the folder
 
 Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`): a page opened
 from disk cannot fetch() files beside it, but it can load scripts, and so can a static host.
@@ -30,6 +32,13 @@ import jinja2
 import yaml
 
 from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.output_folder import (
+    files_under,
+    plan_write,
+    read_record,
+    swap_in,
+    write_record,
+)
 from finreflect_eval._util.version import __version__
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
 from finreflect_eval.records import Submission
@@ -52,7 +61,16 @@ SCRIPTS = (
     "report-spans.js",  # a span: its text, triples, verdicts and every judge's vote
     "report-main.js",  # the tabs, the span browser's screen, the wiring; starts the page
 )
-MARKER = ".finreflect-report"  # in a folder this command wrote (and may replace)
+MARKER = ".finreflect-report"  # in a folder this command wrote: the files it wrote there
+# What an older version's report holds (its marker lists nothing): the page, its styles, scripts
+# and card, and the data scripts data/<task>/*.js; anything else there is the user's.
+OLDER_REPORT = re.compile(
+    r"index\.html|README\.md|report\.css|report[^/]*\.js|data/[^/]+/[^/]+\.js"
+)
+# What a push deletes on the Space where the upload lacks it: an earlier report's data pages and
+# scripts (`*` spans folders). A user's file in the folder is uploaded, so never deleted; one
+# added on the Space alone stays unless it is named as our pages are.
+SPACE_DELETES = ["data/*/*.js", "report.js", "report-*.js"]
 RULES = {
     "subject_reference": "subject is a pronoun or a generic reference",
     "entity_length": "an entity is longer than 5 words",
@@ -73,21 +91,31 @@ def write_report(
 ) -> Path:
     """Write the report of `source` (a run folder, a manifest or results file, a leaderboard
     `Submission`, or a `ViewRun`) into `output`, or of two runs on the same spans side by side
-    (`compare`: run B). A folder this function wrote before is replaced; any other non-empty
-    folder is refused. Returns the report's `index.html`."""
+    (`compare`: run B). In a folder this function wrote before, the files it wrote (its record,
+    MARKER) are replaced and any other file is kept; a file of the user's where the report
+    writes, or any other non-empty folder, is refused. Returns the report's `index.html`."""
     runs = [_as_run(source, panel)]
     if compare is not None:
         runs.append(_as_run(compare, compare_panel))
     tasks = _tasks(runs)
     output = Path(output)
-    staging = _staging(output)
+    check_output(output)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    # Written whole beside `output`, then swapped in with the user's files carried over: a
+    # reader (or a killed write) sees the old report or the new one, never half of each.
+    staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
+    staging.mkdir()
     try:
         summary_tasks = []
         for task in tasks:
             rows = _task_rows(runs, task)
             summary_tasks.append(_write_task(staging / "data" / task, task, rows, runs))
         _write_page(staging, runs, summary_tasks)
-        _replace(staging, output)
+        files = list(files_under(staging))
+        write_record(staging, MARKER, f"finreflect-eval {__version__} view", files)
+        plan = plan_write(output, [*files, MARKER], report_files(output))
+        plan.refuse_conflicts(output, "move it away, or choose another --output")
+        swap_in(staging, output, plan.kept)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -265,7 +293,6 @@ def _write_page(folder: Path, runs: Sequence[ViewRun], tasks: list[dict[str, Any
     for asset in (*SCRIPTS, "report.css"):
         shutil.copyfile(TEMPLATES / asset, folder / asset)
     (folder / "README.md").write_text(space_card(runs), encoding="utf-8")
-    (folder / MARKER).write_text(f"finreflect-eval {__version__} view\n", encoding="utf-8")
 
 
 def script_json(value: Any) -> str:
@@ -319,32 +346,43 @@ def space_card(runs: Sequence[ViewRun]) -> str:
     )
 
 
-def _staging(output: Path) -> Path:
-    """A new folder beside `output` to write the report into (then swapped in); `output` must
-    be a report this command wrote, empty, or absent."""
+def check_output(output: Path) -> None:
+    """Where a report may be written: a new or empty folder, or one holding a report `view`
+    wrote (its marker); anything else is refused, naming a file it holds."""
     not_a_link(output)
-    if output.exists():
-        if not output.is_dir():
-            raise FinReflectError(f"{output} is a file; --output must be a folder")
-        if any(output.iterdir()) and not (output / MARKER).is_file():
-            raise FinReflectError(
-                f"{output} holds other files (not a report `finreflect-eval view` wrote); "
-                "choose an empty or new --output folder"
-            )
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
-    staging.mkdir()
-    return staging
+    if not output.exists():
+        return
+    if not output.is_dir():
+        raise FinReflectError(f"{output} is a file; --output must be a folder")
+    if read_record(output, MARKER) is None and any(output.iterdir()):
+        first = next(files_under(output), None) or min(p.name for p in output.iterdir())
+        raise FinReflectError(
+            f"{output} holds other files ({first}; not a report `finreflect-eval view` "
+            "wrote); choose an empty or new --output folder"
+        )
+
+
+def report_files(folder: Path) -> set[str]:
+    """The files of `folder` that `view` wrote, as relative paths: those its marker lists, and
+    the marker; for an older version's marker, which lists nothing, those named as its files
+    were (OLDER_REPORT). Empty without a marker."""
+    record = read_record(folder, MARKER)
+    if record is None:
+        return set()
+    if record.files is not None:
+        return {*record.files, MARKER}
+    return {MARKER, *(name for name in files_under(folder) if OLDER_REPORT.fullmatch(name))}
 
 
 def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -> str:
     """Upload a report folder to the Hugging Face Space `repo_id` (created as a static Space if
-    needed; pages of an earlier report that this one lacks are deleted); returns the commit's
-    URL. Any failure (offline, no token, refused) is one line; the report stays on disk."""
+    needed; pages of an earlier report that this one lacks are deleted, the user's files kept:
+    SPACE_DELETES); returns the commit's URL. Any failure (offline, no token, refused) is one
+    line; the report stays on disk."""
     from huggingface_hub import HfApi
 
     folder = Path(folder)
-    if not (folder / MARKER).is_file():
+    if read_record(folder, MARKER) is None:
         raise FinReflectError(f"{folder} is not a report `finreflect-eval view` wrote")
     api = HfApi(token=token)
     try:
@@ -354,7 +392,7 @@ def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -
             folder_path=folder,
             repo_type="space",
             ignore_patterns=[MARKER],
-            delete_patterns=["data/**", "report*.js"],  # an earlier report's pages and parts
+            delete_patterns=SPACE_DELETES,
             commit_message="Upload a finreflect-eval report",
         )
     except Exception as exc:  # the network, offline mode, a missing or bad token, a refusal
@@ -364,13 +402,3 @@ def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -
             "`hf auth login`)"
         ) from exc
     return str(commit)
-
-
-def _replace(staging: Path, output: Path) -> None:
-    old = None
-    if output.exists():
-        old = output.parent / f".{output.name}.{secrets.token_hex(4)}.old"
-        output.rename(old)
-    staging.rename(output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)

@@ -254,3 +254,70 @@ def test_dataset_build_never_writes_through_a_link(tmp_path):
     card.symlink_to(tmp_path / "card.md")  # our card, but writing README.md would write card.md
     with pytest.raises(FinReflectError, match=r"holds README\.md, which"):
         check_output_folder(tmp_path / "built", replace=True)
+
+
+# --- dataset build over its own dataset: what it replaces, and the user's files ---
+
+FILING = "## Item 7. MD&A\n\nRevenue grew.\n"
+
+
+def build_args(tmp_path, output, split, *more):
+    filing = tmp_path / "NVDA_10-K-2025-02-26.md"
+    filing.write_text(FILING)
+    return ("dataset", "build", str(filing), "--output", str(output), "--split", split, *more)
+
+
+def test_dataset_build_replaces_its_own_splits_and_refuses_the_users_files(tmp_path, cli):
+    """`dataset build --replace` over the dataset it wrote removes its stale split; a file of the
+    user's in the folder (beside it, or among its data files) is refused by name in one line,
+    and nothing changes: it writes only into a folder that holds its dataset alone."""
+    output = tmp_path / "dataset"
+    assert cli(*build_args(tmp_path, output, "dev")).returncode == 0
+    result = cli(*build_args(tmp_path, output, "test", "--replace"))
+    assert result.returncode == 0, result.stderr
+    assert sorted(files_under(output)) == [
+        Path("README.md"),
+        Path("spans/test-00000-of-00001.parquet"),
+    ]
+    for name in ("notes.md", "extra/page.html", "spans/mine.txt"):
+        (output / name).parent.mkdir(exist_ok=True)
+        (output / name).write_text("the user's own file\n")
+        before = files_under(output)
+        result = cli(*build_args(tmp_path, output, "test", "--replace"))
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert f"holds {name}, which finreflect-eval did not write" in result.stderr
+        assert files_under(output) == before
+        (output / name).unlink()
+
+
+@pytest.mark.parametrize("split", ["validation", "test"])
+def test_a_data_file_its_card_does_not_list_is_the_users(tmp_path, cli, split):
+    """A parquet file named as `dataset build` names its data files, but which its card does not
+    list (a split the user added by hand), is never removed by --replace (`validation`) nor
+    overwritten (`test`, the split written): refused by name, nothing changed."""
+    output = tmp_path / "dataset"
+    assert cli(*build_args(tmp_path, output, "dev")).returncode == 0
+    users = output / "spans" / f"{split}-00000-of-00001.parquet"
+    users.write_bytes(b"the user's own split")
+    before = files_under(output)
+    result = cli(*build_args(tmp_path, output, "test", "--replace"))
+    assert result.returncode == 1, result.stderr
+    assert f"holds spans/{users.name}, which finreflect-eval did not write" in result.stderr
+    assert files_under(output) == before
+
+
+def test_a_rebuild_keeps_the_users_files_beside_its_dataset(tmp_path):
+    """Through the Python API, files beside the dataset (not README.md, not under a config
+    folder) are the user's and stay; the data files of an earlier, bigger write go."""
+    from finreflect_eval.data import write_dataset_folder
+
+    spans = load_benchmark("sample").spans[:2]
+    write_dataset_folder(tmp_path, {"spans": {"test": spans, "dev": spans[:1]}})
+    users = {Path("notes.md"): b"# my notes\n", Path("extra/page.html"): b"<p>mine</p>\n"}
+    for name, data in users.items():
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    write_dataset_folder(tmp_path, {"spans": {"test": spans[:1]}})
+    found = files_under(tmp_path)
+    assert {name: found.pop(name) for name in users} == users
+    assert sorted(found) == [Path("README.md"), Path("spans/test-00000-of-00001.parquet")]

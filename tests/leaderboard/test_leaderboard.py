@@ -11,6 +11,7 @@ from support.runs import panel_file, scripted_run
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.leaderboard import build, bundle_run, check, submit
+from finreflect_eval.view.report import MARKER
 
 TASK = "finreflect_smoke_single_pass"
 
@@ -344,6 +345,14 @@ def _one_byte_changed(data: bytes) -> bytes:
     )
 
 
+def _record_a_stale_page(report, page):
+    """A page of a bigger earlier report, which the report's record lists as its own."""
+    page.write_text("FRV.page();")
+    record = json.loads((report / MARKER).read_text())
+    record["files"] = sorted([*record["files"], page.relative_to(report).as_posix()])
+    (report / MARKER).write_text(json.dumps(record))
+
+
 def test_a_stale_or_missing_report_is_named_by_check_and_rebuilt(runs, tmp_path):
     board = tmp_path / "board"
     stored, _ = submit(runs["org"], board)
@@ -355,7 +364,7 @@ def test_a_stale_or_missing_report_is_named_by_check_and_rebuilt(runs, tmp_path)
         lambda: page.write_bytes(_one_byte_changed(page.read_bytes())),  # the same size
         lambda: page.write_text(page.read_text() + " "),
         lambda: page.unlink(),
-        lambda: (report / "data" / "extra.js").write_text("FRV.page();"),
+        lambda: _record_a_stale_page(report, page.parent / "7.js"),
         lambda: shutil.rmtree(report),
     ]
     for edit in edits:
@@ -366,27 +375,90 @@ def test_a_stale_or_missing_report_is_named_by_check_and_rebuilt(runs, tmp_path)
 
 
 def test_a_report_of_an_entry_no_longer_stored_is_removed(runs, tmp_path):
-    """reports/ is generated: a report whose entry was removed (and anything else put there)
-    is named by `check` and removed by `build`, which also removes the folders it empties."""
+    """A report whose entry was removed is named by `check` and removed by `build` (its files,
+    and the folders that leaves empty); what the user put under reports/ is theirs: neither
+    named nor removed."""
     board = tmp_path / "board"
     kept, _ = submit(runs["org"], board)
     gone, _ = submit(runs["other"], board)
     gone.unlink()
     (board / "reports" / "stray.txt").write_text("x")
     (board / "reports" / "acme__kg-70b").mkdir()
-    stale = check(board)
-    assert f"reports/acme__kg-7b/{gone.stem}" in stale
-    assert "reports/stray.txt" in stale and "reports/acme__kg-70b" in stale
-    assert f"reports/acme__kg-7b/{kept.stem}" not in stale
+    stale = check(board)  # the generated files too: an entry fewer
+    assert [name for name in stale if "/" in name] == [f"reports/acme__kg-7b/{gone.stem}"]
     build(board)
     assert check(board) == []
     assert [
         p.relative_to(board / "reports").as_posix() for p in (board / "reports").glob("*/*")
     ] == [f"acme__kg-7b/{kept.stem}"]
-    assert not (board / "reports" / "stray.txt").exists()
-    kept.unlink()  # no entry left: no reports folder
+    assert (board / "reports" / "stray.txt").read_text() == "x"
+    kept.unlink()  # no entry left: no report left, the user's files stay
     build(board)
-    assert not (board / "reports").exists() and check(board) == []
+    assert sorted(p.name for p in (board / "reports").iterdir()) == ["acme__kg-70b", "stray.txt"]
+    assert check(board) == []
+
+
+# --- the board's folder is the user's too: build replaces only what it wrote there ---
+
+
+def test_build_keeps_the_users_files_and_replaces_only_its_own(runs, tmp_path, cli):
+    """Notes beside the board, a page of the user's, a file under reports/, one inside an
+    entry's report and one inside the report of an entry removed since: `leaderboard build`
+    leaves each as it was, removes the removed entry's own files, writes what a new board
+    gets, and `--check` then passes."""
+    from finreflect_eval.records import Submission, read
+    from finreflect_eval.view import write_report
+
+    board = tmp_path / "board"
+    kept, _ = submit(runs["org"], board)
+    gone, _ = submit(runs["other"], board)
+    kept_report, gone_report = (f"reports/acme__kg-7b/{path.stem}" for path in (kept, gone))
+    users = {
+        "notes.md": b"# my notes\n",
+        "extra/page.html": b"<p>about this board</p>\n",
+        "reports/mine.txt": b"beside the reports\n",
+        f"{kept_report}/notes.md": b"on this entry\n",
+        f"{gone_report}/data/mine.txt": b"on an entry removed since\n",
+    }
+    for name, data in users.items():
+        (board / name).parent.mkdir(parents=True, exist_ok=True)
+        (board / name).write_bytes(data)
+    gone.unlink()
+    result = cli("leaderboard", "build", "--leaderboard", str(board))
+    assert result.returncode == 0, result.stderr
+    found = _files(board)
+    for name, data in users.items():
+        assert found.pop(name) == data, name
+    assert not [name for name in found if name.startswith(gone_report)]
+    fresh = write_report(read(Submission, kept), tmp_path / "fresh").parent
+    prefix = f"{kept_report}/"
+    assert {n[len(prefix) :]: d for n, d in found.items() if n.startswith(prefix)} == _files(fresh)
+    assert check(board) == []
+
+
+def test_build_refuses_a_users_file_where_it_writes_and_changes_nothing(runs, tmp_path, cli):
+    """A folder never built, holding the user's own index.html; a board whose entry's report
+    folder holds the user's file but no report: `leaderboard build` refuses each, naming the
+    file in one line, and changes nothing."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "index.html").write_text("<h1>my site</h1>\n")
+    result = cli("leaderboard", "build", "--leaderboard", str(site))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and f"{site} holds index.html, which" in result.stderr
+    assert _files(site) == {"index.html": b"<h1>my site</h1>\n"}
+
+    board = tmp_path / "board"
+    stored, _ = submit(runs["org"], board)
+    folder = board / "reports" / "acme__kg-7b" / stored.stem
+    shutil.rmtree(folder)
+    folder.mkdir()
+    (folder / "notes.md").write_text("mine\n")
+    before = _files(board)
+    result = cli("leaderboard", "build", "--leaderboard", str(board))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and f"{folder} holds" in result.stderr
+    assert "notes.md" in result.stderr and _files(board) == before
 
 
 # --- paired comparisons, rank ranges, ties, stability and the agreement gate ---

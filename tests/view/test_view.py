@@ -393,6 +393,100 @@ def test_view_push_uploads_the_report_as_a_static_space(runs, tmp_path, cli):
     assert "401" in refused.stderr and "hf_bad_secret" not in refused.stderr + refused.stdout
 
 
+# --- a report folder is the user's too: a rerun replaces only what `view` wrote there ---
+
+USERS = {  # what a user adds to a report folder: notes, a page for the Space, a file by the data
+    "notes.md": b"# my notes\n",
+    "extra/page.html": b"<p>about this run</p>\n",
+    "data/mine.txt": b"beside the data pages\n",
+}
+
+
+def add_files(folder: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_bytes(data)
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes() for p in folder.rglob("*") if p.is_file()
+    }
+
+
+def test_a_rerun_keeps_the_users_files_and_replaces_only_its_own(runs, tmp_path, cli):
+    """A report of a page per span (4 pages a task), then the user's files; `view` again (a page
+    a task) leaves the user's files as they were, its stale pages gone, and records what it
+    wrote."""
+    output = tmp_path / "report"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(report, "SPANS_PER_PAGE", 1)
+        write_report(runs["a"], output)
+    assert (output / "data" / TASKS[0] / "3.js").exists()
+    add_files(output, USERS)
+    result = cli("view", str(runs["a"]), "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    found = folder_files(output)
+    for name, data in USERS.items():
+        assert found.pop(name) == data, name
+    assert found == folder_files(write_report(runs["a"], tmp_path / "fresh").parent)
+    record = json.loads((output / report.MARKER).read_text(encoding="utf-8"))
+    assert record["files"] == sorted(set(found) - {report.MARKER})
+
+
+def test_a_users_file_where_the_report_writes_is_refused_and_nothing_changes(runs, tmp_path, cli):
+    """The record is the truth: a file it does not list where `view` writes (the Space's card,
+    here the user's own) is refused by name, one line, and nothing changes."""
+    output = write_report(runs["a"], tmp_path / "report").parent
+    ours = [name for name in folder_files(output) if name not in ("README.md", report.MARKER)]
+    record = {"written_by": "finreflect-eval view", "files": ours}
+    (output / report.MARKER).write_text(json.dumps(record), encoding="utf-8")
+    (output / "README.md").write_text("---\nsdk: static\n---\n# my own card\n")
+    add_files(output, USERS)
+    before = folder_files(output)
+    result = cli("view", str(runs["a"]), "--output", str(output))
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.count("\n") == 1 and f"{output} holds README.md, which" in result.stderr
+    assert folder_files(output) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["report"]  # no staging folder left
+
+
+def test_a_report_of_an_older_version_keeps_what_it_did_not_write(runs, tmp_path):
+    """An older version's marker lists nothing: its page, styles, card, scripts (`report*.js`)
+    and data pages (`data/<task>/*.js`) are taken as its own; the rest is the user's."""
+    output = write_report(runs["a"], tmp_path / "report").parent
+    (output / report.MARKER).write_text("finreflect-eval 0.0.1 view\n")
+    older = {"report.js": b"(function () {})();", f"data/{TASKS[0]}/7.js": b"FRV.page();"}
+    add_files(output, {**older, **USERS})
+    write_report(runs["a"], output)
+    found = folder_files(output)
+    for name, data in USERS.items():
+        assert found.pop(name) == data, name
+    assert found == folder_files(write_report(runs["a"], tmp_path / "fresh").parent)
+
+
+def test_a_push_keeps_the_users_files_on_the_space(runs, tmp_path, cli):
+    """The user's files in the folder go up with the report; files of theirs on the Space alone
+    stay, even beside the data pages: a push deletes there only its own kinds of file (stale
+    data pages and scripts)."""
+    from support.hub_server import hub_server
+
+    output = write_report(runs["a"], tmp_path / "report").parent
+    add_files(output, USERS)
+    args = ("view", str(runs["a"]), "--output", str(output), "--push", "acme/kg-report")
+    with hub_server() as hub:
+        environment = {"HF_ENDPOINT": hub.url, "HF_TOKEN": "hf_test", "HF_HUB_OFFLINE": "0"}
+        assert cli(*args, env=environment).returncode == 0
+        space = hub.repos["acme/kg-report"]  # its "files": the newest commit's
+        only_there = {"data/space-notes.md": b"on the Space only", "extra/space.html": b"<p/>"}
+        space["files"].update({**only_there, f"data/{TASKS[0]}/7.js": b"FRV.page();"})
+        result = cli(*args, env=environment)
+        assert result.returncode == 0, result.stderr
+    for name, data in {**USERS, **only_there}.items():
+        assert space["files"].get(name) == data, name
+    assert f"data/{TASKS[0]}/7.js" not in space["files"]  # a stale page of ours
+
+
 def test_a_panel_that_is_not_official_is_said_to_be_so_and_the_demo_panel_means_nothing(
     runs, tmp_path
 ):
