@@ -11,6 +11,8 @@ plus the fixed costs of a run (loading, the grammar's set-up, the batch-size sea
 peak GPU memory. Every call decodes exactly --tokens new tokens (EOS is held off and the schema
 cannot close sooner); the cost per step is the marginal one, (t(N) - t(1)) / (N - 1), so prefill
 cancels out; the median of --repeats is reported. Ratios within one run are what to compare.
+Before it exits, it checks the tables it printed: a timing that no run of this code can give (a
+time below zero, a ratio that is not its two times', see `impossible`) fails it in one line.
 
     python benchmarks/gpu_check.py                          # on the GPU: batch 1, 8, 32, auto
     python benchmarks/gpu_check.py --device cpu             # small sizes (what CI runs)
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import lzma
+import re
 import shutil
 import statistics
 import tempfile
@@ -122,19 +125,37 @@ def per_step(lm, size: int, tokens: int, schema: dict | None, repeats: int, **ho
 
 
 def main() -> None:
+    args = arguments()
     with progress.progress_bars(False):  # the table is the output
-        check()
+        output = check(args)
+    print(output)
+    problems = impossible(output)
+    if problems:  # nothing this code measures can give them: say so in one line, and fail
+        more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+        raise SystemExit(f"gpu_check: impossible timings: {problems[0]}{more}")
 
 
-def check() -> None:
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; settings under which no step can be timed are refused."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", type=Path, help="config + tokenizer folder (default: embedded)")
     parser.add_argument("--device", default=None, help="cuda or cpu (default: cuda if present)")
     parser.add_argument("--batches", default=None, help="default: 1,8,32,auto (cpu: 1,2)")
     parser.add_argument("--tokens", type=int, default=None, help="default: 64 (cpu: 16)")
     parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.tokens is not None and args.tokens < 2:
+        parser.error("--tokens must be at least 2 (a step's time is that of N tokens less 1's)")
+    if args.repeats < 1:
+        parser.error("--repeats must be at least 1")
+    for batch in (args.batches or "auto").split(","):
+        if batch != "auto" and not (batch.isdigit() and int(batch) >= 1):
+            parser.error(f"--batches: {batch!r} is not a batch size (a positive count, or auto)")
+    return args
 
+
+def check(args: argparse.Namespace) -> str:
+    """Measure, and return the two tables (Markdown, with their headings)."""
     import torch
 
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -166,44 +187,191 @@ def check() -> None:
                     size, lm.auto_batch = lm.batch_size, False
                 else:
                     size = lm.batch_size = int(batch)
-                bare, _ = per_step(lm, size, tokens, None, args.repeats, bare=True)
-                ours, prefill = per_step(lm, size, tokens, None, args.repeats, bare=False)
-                constrained, _ = per_step(lm, size, tokens, schema, args.repeats, bare=False)
-                reuse, lm.prefix_cache = lm.prefix_cache, None
-                whole, whole_prefill = per_step(lm, size, tokens, None, args.repeats, bare=False)
-                lm.prefix_cache = reuse
-                rows.append(
-                    [
-                        f"{batch} ({size})" if batch == "auto" else batch,
-                        f"{bare:.2f}",
-                        f"{ours:.2f}",
-                        f"{ours / bare:.3f}",
-                        f"{constrained:.2f}",
-                        f"{constrained / ours:.3f}",
-                        f"{whole:.2f}",
-                        f"{prefill:.1f} / {whole_prefill:.1f}" + ("" if reuse else " (reuse off)"),
-                    ]
-                )
+                label = f"{batch} ({size})" if batch == "auto" else batch
+                rows.append(batch_row(lm, label, size, tokens, schema, args.repeats))
                 print(f"batch {batch} done", flush=True)
     peak = torch.cuda.max_memory_allocated() / 2**30 if on_gpu else None
     name = args.config.name if args.config else "gemma-3-270m (embedded)"
-    print(f"\n### hf backend vs bare generate: {name}, random weights, {device}, {dtype}, ")
-    print(f"{tokens} new tokens per request, median of {args.repeats}\n")
-    header = [
-        "batch",
-        "(a) bare ms/step",
-        "(b) ours",
-        "(b)/(a)",
-        "(c) constrained",
-        "(c)/(b)",
-        "(d) ours, no reuse",
-        "prefill ms: reuse / none",
+    heading = f"{name}, random weights, {device}, {dtype}, \n{tokens} new tokens per request"
+    return render(f"{heading}, median of {args.repeats}", rows, fixed, peak)
+
+
+def batch_row(lm, label: str, size: int, tokens: int, schema: dict, repeats: int) -> list[str]:
+    """A batch size's row: (a)-(d) in ms per step, the ratios, the prefills."""
+    bare, _ = per_step(lm, size, tokens, None, repeats, bare=True)
+    ours, prefill = per_step(lm, size, tokens, None, repeats, bare=False)
+    constrained, _ = per_step(lm, size, tokens, schema, repeats, bare=False)
+    reuse, lm.prefix_cache = lm.prefix_cache, None
+    whole, whole_prefill = per_step(lm, size, tokens, None, repeats, bare=False)
+    lm.prefix_cache = reuse
+    return [
+        label,
+        f"{bare:.2f}",
+        f"{ours:.2f}",
+        f"{ours / bare:.3f}",
+        f"{constrained:.2f}",
+        f"{constrained / ours:.3f}",
+        f"{whole:.2f}",
+        f"{prefill:.1f} / {whole_prefill:.1f}" + ("" if reuse else " (reuse off)"),
     ]
-    print(markdown_table(header, rows))
-    print("\n### Fixed costs\n")
+
+
+COLUMNS = [
+    "batch",
+    "(a) bare ms/step",
+    "(b) ours",
+    "(b)/(a)",
+    "(c) constrained",
+    "(c)/(b)",
+    "(d) ours, no reuse",
+    "prefill ms: reuse / none",
+]
+STEPS = ("(a) bare ms/step", "(b) ours", "(c) constrained", "(d) ours, no reuse")
+RATIOS = {"(b)/(a)": ("(b) ours", "(a) bare ms/step"), "(c)/(b)": ("(c) constrained", "(b) ours")}
+SEARCH = "batch-size search (s)"
+PEAK = "peak GPU memory (GiB)"
+HEADING = re.compile(
+    r"^### hf backend vs bare generate: .*, random weights, (\S+), \S+, *\n"
+    r"(\d+) new tokens per request, median of \d+",
+    re.M,
+)
+PREFILL = re.compile(r"(\S+) / (\S+)( \(reuse off\))?")
+AUTO = re.compile(r"auto \((\d+)\)")
+
+
+def render(heading: str, rows: list[list[str]], fixed: dict[str, float], peak) -> str:
+    """The timings and the fixed costs as Markdown tables, under their headings."""
     costs = [[f"{what} (s)", f"{seconds:.2f}"] for what, seconds in fixed.items()]
-    costs.append(["peak GPU memory (GiB)", "-" if peak is None else f"{peak:.2f}"])
-    print(markdown_table(["fixed cost", "value"], costs))
+    costs.append([PEAK, "-" if peak is None else f"{peak:.2f}"])
+    return (
+        f"\n### hf backend vs bare generate: {heading}\n\n{markdown_table(COLUMNS, rows)}\n\n"
+        f"### Fixed costs\n\n{markdown_table(['fixed cost', 'value'], costs)}"
+    )
+
+
+# --- what the tables can hold ---
+
+
+def impossible(output: str) -> list[str]:
+    """What in the GPU check's printed tables no run of this code can give, one line each: a
+    time (a step's, a prefill's, a fixed cost's) below zero, or a step's or prefill's at zero;
+    a ratio that is not the quotient of the two times it divides (swapped columns); a peak GPU
+    memory on a CPU, or none on a GPU; a batch-size search without an `auto` row (or the
+    reverse); a batch that is not a positive size; per-step times over fewer than 2 tokens.
+    Empty when the tables are possible (which says nothing of whether they are right)."""
+    heading = HEADING.search(output)
+    if heading is None:
+        return ["no '### hf backend vs bare generate' heading: not the GPU check's output"]
+    device, tokens = heading[1], int(heading[2])
+    problems = []
+    if tokens < 2:
+        problems.append(
+            f"{tokens} new tokens per request: per-step times need at least 2 new tokens "
+            "(a step's time is that of a call of N tokens less that of a call of 1)"
+        )
+    rows = _table(output, COLUMNS[0])
+    if not rows:
+        return [*problems, "no table of timings (its header row '| batch | ...' is missing)"]
+    for row in rows:
+        problems += _row_problems(row)
+    costs = {cells[0]: cells[1] for cells in _table(output, "fixed cost") if len(cells) == 2}
+    if not costs:
+        return [*problems, "no table of fixed costs"]
+    for name, value in costs.items():
+        seconds = _number(value)
+        if name.endswith("(s)") and (seconds is None or seconds < 0):
+            problems.append(f"{name} is {value}: seconds cannot be negative (or not a number)")
+    problems += _peak_problems(costs.get(PEAK), device)
+    autos = [row[0] for row in rows if row[0].startswith("auto")]
+    if (SEARCH in costs) != bool(autos):
+        problems.append(
+            "a batch-size search but no auto row (the search runs only for batch auto)"
+            if SEARCH in costs
+            else f"batch {autos[0]} without a batch-size search (batch auto runs one)"
+        )
+    return problems
+
+
+def _table(output: str, first: str) -> list[list[str]]:
+    """The rows (as cells) of the Markdown table whose header starts with `first`."""
+    lines = output.splitlines()
+    start = next((n for n, line in enumerate(lines) if line.startswith(f"| {first} |")), None)
+    if start is None:
+        return []
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip().strip("|").split("|")])
+    return rows
+
+
+def _number(cell: str) -> float | None:
+    try:
+        return float(cell)
+    except ValueError:
+        return None
+
+
+def _row_problems(cells: list[str]) -> list[str]:
+    label = cells[0]
+    auto = AUTO.fullmatch(label)
+    if not (label.isdigit() and int(label) >= 1) and not (auto and int(auto[1]) >= 1):
+        return [f"batch {label!r} is not a batch (a positive size, or 'auto (size)')"]
+    if len(cells) != len(COLUMNS):
+        return [f"batch {label}: {len(cells)} cells, not {len(COLUMNS)}"]
+    row = dict(zip(COLUMNS, cells, strict=True))
+    problems = []
+    for column in [*STEPS, *RATIOS]:
+        if _number(row[column]) is None:
+            problems.append(f"batch {label}: {column} is {row[column]!r}, not a number")
+    for column in STEPS:
+        value = _number(row[column])
+        if value is not None and value <= 0:
+            problems.append(
+                f"batch {label}: {column} is {row[column]} ms, not a step's time (a step takes "
+                "time; below 0, a call of N tokens timed shorter than one of 1)"
+            )
+    for ratio, (top, bottom) in RATIOS.items():
+        values = [_number(row[column]) for column in (ratio, top, bottom)]
+        if None not in values and values[1] > 0 and values[2] > 0:
+            problems += _ratio_problem(label, ratio, row, *values)
+    prefill = PREFILL.fullmatch(row[COLUMNS[-1]])
+    values = [_number(part) for part in prefill.groups()[:2]] if prefill else [None]
+    if None in values:
+        problems.append(f"batch {label}: the prefill {row[COLUMNS[-1]]!r} is not 'ms / ms'")
+    for value, how in zip(values, ("with", "without"), strict=False):
+        if value is not None and value <= 0:
+            problems.append(
+                f"batch {label}: the prefill {how} reuse is {value} ms: a call takes time"
+            )
+    return problems
+
+
+def _ratio_problem(label: str, ratio: str, row: dict, value: float, top: float, bottom: float):
+    """A ratio as printed (3 decimals) must be within rounding of its two times (2 decimals)."""
+    low = (top - 0.005) / (bottom + 0.005)
+    high = (top + 0.005) / (bottom - 0.005) if bottom > 0.005 else float("inf")
+    if low - 0.0005 <= value <= high + 0.0005:
+        return []
+    over, under = ratio.split("/")
+    top_column, bottom_column = RATIOS[ratio]
+    return [
+        f"batch {label}: {ratio} is {row[ratio]}, but {over} {row[top_column]} / {under} "
+        f"{row[bottom_column]} is {top / bottom:.3f}: swapped columns, or not their ratio"
+    ]
+
+
+def _peak_problems(peak: str | None, device: str) -> list[str]:
+    if peak is None:
+        return [f"no {PEAK} row in the fixed costs"]
+    gigabytes = _number(peak)
+    if device.startswith("cuda"):
+        if gigabytes is None or gigabytes <= 0:
+            return [f"no peak GPU memory on {device} (it reads {peak!r})"]
+    elif peak != "-":
+        return [f"peak GPU memory on {device} ({peak} GiB): a run off the GPU measures none"]
+    return []
 
 
 if __name__ == "__main__":

@@ -13,16 +13,41 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 SHARED_10K = REPO.parent / "shared" / "data" / "10k_text"
 # CI sets this: a test whose fixture (a browser, real vLLM, a built server) is missing fails there
-# instead of skipping.
+# instead of skipping. So does any other skip (pytest.importorskip, a skip or skipif mark, an empty
+# parametrization, a module skipped at import): the hooks below make each one a failure.
 FIXTURES_REQUIRED = os.environ.get("FINREFLECT_FIXTURES") == "required"
+REQUIRED_NOTE = "skipped, but FINREFLECT_FIXTURES=required makes every skip a failure"
 
 
 def missing(problem: str) -> NoReturn:
-    """Skip a test (or, called at import, its module) whose fixture is missing, or fail it where
-    fixtures are required (CI). Every skip of the suite goes through here."""
-    if FIXTURES_REQUIRED:
-        pytest.fail(f"{problem} (FINREFLECT_FIXTURES=required)")
+    """Skip a test (or, called at import, its module) whose fixture is missing: a failure where
+    fixtures are required (CI), as every skip is there (`pytest_runtest_makereport`)."""
     pytest.skip(problem, allow_module_level=True)
+
+
+def _skip_fails(report: pytest.TestReport | pytest.CollectReport) -> None:
+    """Where fixtures are required, make a skipped test, setup or module a failure that says
+    why it was skipped (an expected failure, xfail, is left as it is)."""
+    if not FIXTURES_REQUIRED or not report.skipped or hasattr(report, "wasxfail"):
+        return
+    longrepr = report.longrepr
+    reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+    report.outcome = "failed"
+    report.longrepr = f"{REQUIRED_NOTE}: {reason.removeprefix('Skipped: ')}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    _skip_fails(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector):
+    report = yield
+    _skip_fails(report)
+    return report
 
 
 def require(module: str, extra: str) -> ModuleType:

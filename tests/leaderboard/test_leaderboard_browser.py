@@ -2,7 +2,8 @@
 loads from file:// without console errors or network requests; official entries are ranked and
 community and smoke entries are shown apart; headers sort (details move with their entry); the
 page does not scroll sideways at 1,280 and 390 px; every number on it equals leaderboard.json;
-and it is saved as a screenshot.
+and it is saved as a screenshot. Markup in what a submitter writes that no rule restricts to a
+plain name (the judges' names; their reasoning, in an entry's report) is shown as text, never run.
 
 Without Chromium the test is skipped, except where FINREFLECT_FIXTURES=required (CI).
 FINREFLECT_SCREENSHOT names where the screenshot goes.
@@ -252,3 +253,65 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
         browser.close()
     assert not errors, errors
     assert screenshot.stat().st_size > 10_000
+
+
+def hostile_board(root: Path) -> Path:
+    """Two smoke entries judged by one panel (so the page names its judges in a ranking
+    stability note) and a judge audit of that panel, whose judges' names and reasoning are
+    markup (support/hostile.py): the names as a submitter may write them into the files."""
+    from support.hostile import JUDGE_NAMES, hostile_panel, rename
+
+    from finreflect_eval.data import load_benchmark
+    from finreflect_eval.pipeline.audit import run_audit
+    from finreflect_eval.tasks.config import TaskIndex
+
+    board = root / "board"
+    panel = hostile_panel(root / "panel")
+    for name in ("a", "b"):
+        results = scripted_run(root / name, f"acme/kg-{name}", None, panel)
+        rename(results.parent, JUDGE_NAMES)
+        submit(results, board)
+    task = TaskIndex().tasks["finreflect_single_pass"]
+    audit = run_audit(load_panel(panel), task, load_benchmark("sample", limit=2), limit=2)
+    path = write_audit(audit, root / "audit")
+    rename(path.parent, JUDGE_NAMES)
+    submit(path, board)
+    return board
+
+
+def test_markup_in_judge_names_and_reasoning_shows_as_text(tmp_path):
+    """What a submitter writes that the page shows and no rule restricts to a plain name (model
+    and panel names are: `verify`): the judges' names, on the board (a ranking stability note,
+    the judge audits) and in an entry's report with every judge's reasoning. Nothing of it runs
+    and each reads as its text."""
+    require_browser()
+    from playwright.sync_api import sync_playwright
+    from support.browser import READY, Browser, injected
+    from support.hostile import JUDGE_NAMES, payload
+
+    judges = list(JUDGE_NAMES.values())
+    board = hostile_board(tmp_path)
+    with sync_playwright() as playwright:
+        chromium = Browser(playwright)
+        page = chromium.page()
+        page.goto((board / "index.html").as_uri())
+        note = page.locator(".notes .stability").first.text_content()
+        assert "Ranking stability, panel hostile-panel" in note
+        assert all(f" {judge} " in note for judge in judges), note
+        taus = page.locator(".notes .tau")
+        assert [tau.get_attribute("data-judge") for tau in taus.all()] == judges
+        audit = page.locator("#judges tbody th").all_text_contents()
+        assert all(judge in audit for judge in judges), audit
+        assert injected(page) == []
+
+        # An entry's report: the judges by name, and each one's reasoning.
+        report = page.locator("#board-community tr.entry a.report").first.get_attribute("href")
+        page, _ = chromium.open((board / report).as_uri() + "#spans?crit=faithfulness")
+        assert all(judge in page.locator("header .runs").text_content() for judge in judges)
+        page.locator("#list button.verdict").first.click()
+        votes = page.locator("#list .votes").first
+        assert votes.locator(".judge").all_text_contents() == judges
+        assert votes.locator(".reasoning").all_text_contents() == [payload("reasoning")] * 3
+        assert injected(page) == [] and page.locator(READY).count() == 1
+        chromium.browser.close()
+    assert not chromium.errors, chromium.errors

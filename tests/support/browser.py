@@ -8,6 +8,17 @@ from conftest import missing
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 READY = 'body[data-ready="1"]'  # set by a report page when its screen is rendered
+# Defined on every page before its scripts run: hostile markup (support.hostile) calls xss(field)
+# where it runs, so a leak names the field it came through.
+TRAP = "window.leaks = []; window.xss = function (field) { window.leaks.push(String(field)); };"
+INJECTED = """() => [
+  ...window.leaks.map(field => "ran: " + field),
+  ...[...document.querySelectorAll("[data-pwn], [onerror], [onload]")].map(
+    node => "element: " + node.outerHTML.slice(0, 120)),
+  ...[...document.querySelectorAll("[href], [src], [action]")].filter(node =>
+    /^\\s*javascript:/i.test(node.getAttribute("href") || node.getAttribute("src") ||
+      node.getAttribute("action") || "")).map(node => "link: " + node.outerHTML.slice(0, 120)),
+]"""
 
 
 def require_browser() -> None:
@@ -35,6 +46,7 @@ class Browser:
 
     def page(self, width: int = 1280, height: int = 900, **options):
         page = self.browser.new_page(viewport={"width": width, "height": height}, **options)
+        page.add_init_script(TRAP)
         page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
         page.on("pageerror", lambda e: self.errors.append(str(e)))
         page.on(
@@ -51,6 +63,14 @@ class Browser:
         page.goto(url)
         page.wait_for_selector(READY, state="attached", timeout=60_000)
         return page, time.perf_counter() - started
+
+
+def injected(page) -> list[str]:
+    """What hostile markup did to the page: the fields whose payload ran (`xss` calls), the
+    elements it made (marked `data-pwn`, or with an onerror/onload handler) and links to
+    `javascript:` URLs. Empty when every text was shown as text."""
+    page.wait_for_timeout(300)  # an image's onerror would have run by now
+    return page.evaluate(INJECTED)
 
 
 def overflow(page) -> int:
