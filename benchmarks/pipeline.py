@@ -29,6 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from finreflect_eval.data import span_list
 from finreflect_eval.runs.store import SCORE_INDEX, RunStore
 
 # The tests' tiny model and llama-server helpers.
@@ -258,10 +259,13 @@ def synthetic_run(
     for task in TASKS:
         samples = template / manifest["tasks"][task]["samples"]
         record = json.loads(samples.read_text().splitlines()[0])
+        span_ids = []
         with (target / samples.name).open("w") as out:
             for index in range(spans):
-                out.write(json.dumps(synthetic_record(record, index, rng, split_share)) + "\n")
-        manifest["tasks"][task]["span_list"]["count"] = spans
+                line = synthetic_record(record, index, rng, split_share)
+                span_ids.append(line["span_id"])
+                out.write(json.dumps(line) + "\n")
+        manifest["tasks"][task]["span_list"] = span_list(span_ids)  # as the run's manifest says
         manifest["tasks"][task]["dataset"]["size"] = spans
     manifest["dataset"]["size"] = spans
     (target / manifest_path.name).write_text(json.dumps(manifest))

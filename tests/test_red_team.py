@@ -215,6 +215,54 @@ def break_samples(folder: Path) -> None:
     path.write_text(path.read_text() + '{"span_id": 3}\n')
 
 
+def drop_a_span(folder: Path) -> None:
+    path = first(folder, "samples_*.jsonl")
+    path.write_text("".join(path.read_text().splitlines(keepends=True)[:-1]))
+
+
+def cut_mid_line(folder: Path) -> None:
+    path = first(folder, "samples_*.jsonl")
+    path.write_bytes(path.read_bytes()[:-200])
+
+
+def repeat_a_span(folder: Path) -> None:
+    path = first(folder, "samples_*.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text("".join([*lines[:-1], lines[0]]))
+
+
+def results_of_fewer_spans(folder: Path) -> None:
+    path = first(folder, "results_*.json")
+    data = json.loads(path.read_text())
+    for row in data["results"].values():
+        row["sample_len"] = row.get("sample_len", 0) - 1
+    path.write_text(json.dumps(data))
+
+
+def judge_panel(name: str, *judges: dict) -> Callable[[Context], str]:
+    """A panel file of scripted judges accepting everything, with each judge's extra model
+    args (`judges`)."""
+    responder = {"responses": "support.scripted_judges:accepts_all"}
+    panel = {
+        "panel": "bad",
+        "judges": [
+            {
+                "name": f"j{number}",
+                "model": "scripted",
+                "backend": "scripted",
+                "model_args": {**responder, **extra},
+            }
+            for number, extra in enumerate(judges)
+        ],
+    }
+    return inputs(name, json.dumps(panel))
+
+
+def nan_score(data: dict) -> None:
+    task = next(iter(data["results"]["results"]))
+    data["results"]["results"][task]["faithfulness,none"] = float("nan")
+
+
 def old_version(folder: Path) -> None:
     path = first(folder, "manifest_*.json")
     data = json.loads(path.read_text())
@@ -789,6 +837,78 @@ CASES = [
         1,
         r"format version 99",
     ),
+    # A finished run's parts that disagree: refused by every command that reads them.
+    Case(
+        "score-samples-lost-a-span",
+        lambda c: ["score", "--samples", copy_of_done(drop_a_span)(c)],
+        1,
+        r"samples_.*holds \d+ of the \d+ spans the manifest lists \(doc_id \d+ is missing\)",
+    ),
+    Case(
+        "score-samples-span-twice",
+        lambda c: ["score", "--samples", copy_of_done(repeat_a_span)(c)],
+        1,
+        r"samples_.*doc_id 0 .* is in it twice",
+    ),
+    Case(
+        "judge-samples-lost-a-span",
+        lambda c: [
+            *("judge", "--samples", copy_of_done(drop_a_span)(c)),
+            *("--judges", str(c.root / "inputs" / "panel.yaml")),
+        ],
+        1,
+        r"samples_.*holds \d+ of the \d+ spans",
+    ),
+    Case(
+        "view-samples-cut-mid-line",
+        lambda c: ["view", copy_of_done(cut_mid_line)(c), "--output", str(c.fresh())],
+        1,
+        r"samples_.*holds \d+ of the \d+ spans the manifest lists",
+    ),
+    Case(
+        "view-results-of-other-span-counts",
+        lambda c: ["view", copy_of_done(results_of_fewer_spans)(c), "--output", str(c.fresh())],
+        1,
+        r"results_.*scored \d+ spans, but its samples hold \d+",
+    ),
+    Case(
+        "submit-samples-lost-a-span",
+        lambda c: ["submit", copy_of_done(drop_a_span)(c), "--leaderboard", str(c.fresh())],
+        1,
+        r"holds \d+ of the \d+ spans",
+    ),
+    # What can be known before the first model call is checked before it, naming the judge
+    # and the panel's file: nothing is extracted, nothing written.
+    Case(
+        "panel-judge-batch-size-zero",
+        scripted("--judges", judge_panel("bs0.yaml", {}, {"batch_size": 0})),
+        1,
+        r"panel 'bad' \(.*bs0\.yaml\), judge j1: model arg batch_size=0 .*greater than or equal",
+    ),
+    Case(
+        "panel-judge-data-parallel-zero",
+        scripted("--judges", judge_panel("dp0.yaml", {"data_parallel_size": 0}, {})),
+        1,
+        r"dp0\.yaml\), judge j0: model arg data_parallel_size=0 .*greater than or equal to 1",
+    ),
+    Case(
+        "panel-judge-replica-timeout-negative",
+        scripted("--judges", judge_panel("rt.yaml", {}, {}, {"replica_timeout": -1})),
+        1,
+        r"rt\.yaml\), judge j2: model arg replica_timeout=-1 .*greater than 0",
+    ),
+    Case(
+        "panel-of-one-judge",
+        scripted("--judges", judge_panel("one.yaml", {})),
+        1,
+        r"panel 'bad' \(.*one\.yaml\): 1 judge, but an item is scored on two valid votes",
+    ),
+    Case(
+        "judge-command-panel-of-one-judge",
+        raw("judge", "--samples", "{done}", "--judges", judge_panel("one-judge.yaml", {})),
+        1,
+        r"one-judge\.yaml\): 1 judge.*at least two judges",
+    ),
     Case(
         "score-with-failures",
         raw("score", "--samples", "{failed}"),
@@ -984,10 +1104,34 @@ CASES = [
             "--verbosity",
             "DEBUG",
         ),
-        1,
-        r"cannot reach the endpoint http://127\.0\.0\.1:\d+/v1: ConnectError",
-        leaves=EXTRACTED_WORK,
+        1,  # before any extraction: the judge's server does not answer now
+        r"judge judge-0: no answer at http://\*\*\*@127\.0\.0\.1:\d+/v1/models .*extract now and",
         secret=SECRET,
+    ),
+    Case(
+        "submit-a-nan-score",
+        raw("submit", submission("nan.json", nan_score), "--leaderboard", BOARD),
+        1,
+        r"nan\.json: results\.results\.\w+\.faithfulness,none is not a number \(NaN",
+    ),
+    # A name the Hub cannot take is a typo to fix, never "check the network".
+    Case(
+        "view-push-malformed-repo-id",
+        raw("view", "{done}", "--output", "{fresh}", "--push", "my space"),
+        2,
+        r"--push: 'my space' is not a Hub repo id \(org/name\)",
+    ),
+    Case(
+        "dataset-push-malformed-repo-id",
+        raw("dataset", "push", "{root}/done_dataset", "--repo-id", "org/name/extra"),
+        2,
+        r"--repo-id: 'org/name/extra' is not a Hub repo id",
+    ),
+    Case(
+        "hub-log-malformed-org",
+        scripted("--hf_hub_log_args", "hub_results_org=my org,push_results_to_hub=True"),
+        1,
+        r"--hf_hub_log_args: 'my org/.*' is not a Hub repo id",
     ),
     Case(
         "submit-a-secret",
@@ -1448,6 +1592,18 @@ def test_bad_input_is_one_line_and_changes_nothing(case, prepared, cli):
         assert [
             p for p in written if case.secret.encode() in (prepared.root / p).read_bytes()
         ] == []
+
+
+def test_a_refused_run_leaves_no_folder_behind(tmp_path, cli):
+    """The run folder is made when the run starts; refused before its first file (here: the
+    candidate's server does not answer), it is removed again, with the folders made for it."""
+    context = Context(tmp_path, urls={"closed": closed_port()})
+    context.file("panel.yaml", panel_file(tmp_path, "accepts_all", "rejects_all").read_text())
+    args = openai_run("closed")(context)
+    result = cli(*args, env=SUPPORT)
+    assert result.returncode == 1 and "cannot reach the endpoint" in result.stderr
+    output = Path(args[args.index("--output-path") + 1])
+    assert not output.parent.exists() and tmp_path.exists()  # (fresh/1 and fresh: made for it)
 
 
 def test_two_runs_into_one_folder_never_mix(tmp_path):

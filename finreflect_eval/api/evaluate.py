@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval._util.errors import ArgumentValueError
+from finreflect_eval._util.errors import ArgumentValueError, FinReflectError
 from finreflect_eval._util.progress import progress_bars
 from finreflect_eval.api.arguments import check_arguments
 from finreflect_eval.models import LM, ModelSpec, parse_batch_size, parse_model_args
@@ -285,7 +285,12 @@ def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judgi
         isinstance(judges, Sequence) and not isinstance(judges, str)
     ):
         return judging.Panel.from_models(judges)
-    return judging.load_panel(choose_panel(judges, tasks, include_paths))
+    try:
+        return judging.load_panel(choose_panel(judges, tasks, include_paths))
+    except FinReflectError as exc:
+        if str(exc).startswith("judges"):
+            raise
+        raise ArgumentValueError(f"judges: {exc}") from None
 
 
 def _as_dict(

@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.hub import check_repo_id
 from finreflect_eval.cli.lm_eval_forms import SplitList
 
 
@@ -169,6 +171,14 @@ def _share(value: str) -> float:
     if not 0 <= share <= 1:
         raise argparse.ArgumentTypeError(f"must be between 0 and 1, got {value}")
     return share
+
+
+def hub_repo_id(value: str) -> str:
+    """A Hub repo id (`org/name`), checked when the command line is read."""
+    try:
+        return check_repo_id(value, "repo id")
+    except FinReflectError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("repo id: ")) from None
 
 
 def positive_int(value: str) -> int:

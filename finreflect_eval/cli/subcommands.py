@@ -18,6 +18,7 @@ from finreflect_eval.cli.options import (
     add_run_folders,
     add_task_selection,
     add_verbosity,
+    hub_repo_id,
     positive_int,
 )
 from finreflect_eval.cli.run_options import add_run_arguments
@@ -172,6 +173,7 @@ def add_view(commands: Commands) -> None:
     view.add_argument(
         "--push",
         metavar="ORG/NAME",
+        type=hub_repo_id,
         help="then upload the report to this Hugging Face Space (created as a static Space if "
         "needed; your token: HF_TOKEN or `hf auth login`)",
     )
@@ -307,6 +309,8 @@ def _add_dataset_build(build: argparse.ArgumentParser) -> None:
 
 def _add_dataset_push(push: argparse.ArgumentParser) -> None:
     push.add_argument("folder", type=Path, help="dataset folder (from `dataset build`)")
-    push.add_argument("--repo-id", required=True, help="Hub dataset repo, e.g. org/name")
+    push.add_argument(
+        "--repo-id", required=True, type=hub_repo_id, help="Hub dataset repo, e.g. org/name"
+    )
     push.add_argument("--private", action="store_true", help="create the repo as private")
     push.set_defaults(func=handlers.dataset_push)

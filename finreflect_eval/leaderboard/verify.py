@@ -37,6 +37,7 @@ from finreflect_eval.records import (
     read_json,
 )
 from finreflect_eval.records.lm_eval import first_mismatch, submitted
+from finreflect_eval.runs.consistency import span_problem
 from finreflect_eval.runs.store import load_run, newest
 from finreflect_eval.scoring.compute import compute_results, score_tables
 from finreflect_eval.scoring.failures import FailurePolicy
@@ -127,6 +128,9 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     records = submission.samples
     if set(records) != set(manifest.tasks) or set(records) != set(results.tasks):
         raise Refusal([*reasons, "samples, manifest and results name different tasks"])
+    for task, rows in records.items():
+        problem = span_problem(manifest, task, [r.doc_id for r in rows], [r.span_id for r in rows])
+        reasons += [f"task {task}'s samples: {problem}"] if problem else []
     panel = results.judges.panel
     if panel not in manifest.judging:
         raise Refusal([*reasons, f"the manifest has no judging by panel '{panel}'"])

@@ -13,6 +13,7 @@ from finreflect_eval.models._registry import (
     load_model,
     parse_batch_size,
     parse_model_args,
+    probe_endpoint,
     register_backend,
 )
 from finreflect_eval.models._requests import (
@@ -37,6 +38,7 @@ __all__ = [
     "load_model",
     "parse_batch_size",
     "parse_model_args",
+    "probe_endpoint",
     "register_backend",
     "validate_output",
 ]

@@ -15,8 +15,9 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
+from pydantic import Field
 from tqdm.auto import tqdm
 
 from finreflect_eval._util import progress
@@ -32,6 +33,13 @@ from finreflect_eval.models._requests import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Model args with a range: `check_spec` refuses a value outside it before any model loads (a
+# judge's typo must not surface after hours of extraction).
+AtLeastOne = Annotated[int, Field(ge=1)]
+AtLeastZero = Annotated[int, Field(ge=0)]
+Seconds = Annotated[float | int, Field(ge=0)]
+PositiveSeconds = Annotated[float | int, Field(gt=0)]
 
 # A retry of an invalid output samples with a new seed: greedy decoding would repeat it exactly.
 RETRY_TEMPERATURE = 0.3
@@ -127,8 +135,8 @@ class LM(ABC):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int = 8,
-        max_retries: int = 2,
+        batch_size: AtLeastOne = 8,
+        max_retries: AtLeastZero = 2,
     ) -> None:
         if batch_size < 1 or max_retries < 0:
             raise FinReflectError(

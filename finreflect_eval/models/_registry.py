@@ -15,7 +15,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -24,6 +24,9 @@ from finreflect_eval._util.redaction import REDACTED, redact, redact_text
 from finreflect_eval.models._base import LM
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models.replicas import REPLICA_ARGS, ReplicatedLM, Replication
+
+if TYPE_CHECKING:
+    from finreflect_eval.models._endpoint import EndpointProbe
 
 logger = logging.getLogger(__name__)
 
@@ -356,6 +359,17 @@ def check_spec(spec: ModelSpec | LM) -> None:
         _check_args(get_backend(spec.backend), spec)
 
 
+def probe_endpoint(spec: ModelSpec, timeout: float = 5.0) -> EndpointProbe | None:
+    """What the server of a model behind an OpenAI-compatible endpoint answers now (see
+    `openai.probe`); None for a model of another backend."""
+    backend = get_backend(spec.backend)
+    if not hasattr(backend, "endpoint_path"):
+        return None
+    from finreflect_eval.models._endpoint import probe
+
+    return probe(spec.args.get("base_url"), backend.endpoint_path, timeout)
+
+
 def _check_args(backend: type[LM], spec: ModelSpec) -> None:
     """Unknown model args are an error naming them and the valid ones, not a TypeError later;
     a value of the wrong type names the arg and the type it takes."""
@@ -367,7 +381,7 @@ def _check_args(backend: type[LM], spec: ModelSpec) -> None:
         accepted.update(inspect.signature(cls.__init__).parameters)
         # Hints that only type checkers resolve: then only the names are checked.
         with suppress(Exception):
-            annotations.update(typing.get_type_hints(cls.__init__))
+            annotations.update(typing.get_type_hints(cls.__init__, include_extras=True))
     accepted -= {"self", "model", "cache", "args", "kwargs"}
     if backend.remote:  # a server runs its own replicas; requests to it go concurrently
         if "data_parallel_size" in spec.args:

@@ -15,7 +15,14 @@ from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import cache_root, install_hint
-from finreflect_eval.models._base import LM, ReplicaPlan, hub_commit, tokenizer_info
+from finreflect_eval.models._base import (
+    LM,
+    AtLeastOne,
+    AtLeastZero,
+    ReplicaPlan,
+    hub_commit,
+    tokenizer_info,
+)
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._gguf import convert_gguf
 from finreflect_eval.models._grammar import StructuredBackend, compile_generator, grammar_engine
@@ -71,9 +78,9 @@ class HFModel(LM):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int | Literal["auto"] = 8,
-        max_batch_size: int = 64,
-        max_retries: int = 2,
+        batch_size: AtLeastOne | Literal["auto"] = 8,
+        max_batch_size: AtLeastOne = 64,
+        max_retries: AtLeastZero = 2,
         gguf_file: str | None = None,
         dtype: str = "auto",
         device: str | None = None,

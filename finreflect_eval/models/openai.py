@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.redaction import REDACTED, redact, redact_text, redact_url
-from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import LM
+from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, PositiveSeconds, Seconds
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._endpoint import DEFAULT_BASE_URL, require_httpx
 from finreflect_eval.models._requests import (
     Completion,
     GenerationRequest,
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "http://localhost:8000/v1"
 EXCERPT_CHARS = 200
 PROBE_TIMEOUT = 10.0  # seconds for the first `GET /models`: any server answers it at once
 # An answer's size limit: a generous bound per token asked for (long tokens, JSON-escaped as
@@ -80,23 +79,23 @@ class OpenAIModel(LM):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int = 32,
-        max_retries: int = 2,
+        batch_size: AtLeastOne = 32,
+        max_retries: AtLeastZero = 2,
         base_url: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
-        max_concurrency: int = 8,
-        timeout: float = 120.0,
-        http_retries: int = 5,
-        backoff: float = 1.0,
-        max_backoff: float = 30.0,
-        deadline: float = 600.0,
-        failure_budget: int = 3,
+        max_concurrency: AtLeastOne = 8,
+        timeout: PositiveSeconds = 120.0,
+        http_retries: AtLeastZero = 5,
+        backoff: Seconds = 1.0,
+        max_backoff: Seconds = 30.0,
+        deadline: PositiveSeconds = 600.0,
+        failure_budget: AtLeastOne = 3,
         extra_body: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
         )
-        _require_httpx()
+        require_httpx()
         url, auth = self._resolve_base_url(base_url)
         # Model args come from the command line, where a value that is not a literal stays a str.
         if extra_body is not None and not isinstance(extra_body, dict):
@@ -403,14 +402,6 @@ class OpenAIModel(LM):
             if key.lower() not in ("content-encoding", "content-length")
         ]
         return httpx.Response(response.status_code, headers=headers, content=bytes(content))
-
-
-def _require_httpx() -> None:
-    """A one-line error naming the extra to install where httpx is missing."""
-    try:
-        import httpx  # noqa: F401
-    except ImportError:
-        raise FinReflectError(f"the openai backend needs httpx: {install_hint('api')}") from None
 
 
 class _DeadlinePassed(Exception):

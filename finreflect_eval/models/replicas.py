@@ -26,7 +26,14 @@ from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import LM, Attempts, Progress, ReplicaPlan
+from finreflect_eval.models._base import (
+    LM,
+    AtLeastOne,
+    Attempts,
+    PositiveSeconds,
+    Progress,
+    ReplicaPlan,
+)
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._requests import Completion, GenerationRequest
 
@@ -34,9 +41,9 @@ logger = logging.getLogger(__name__)
 
 # The model args of this layer, taken by every in-process backend (never passed to it).
 REPLICA_ARGS: dict[str, Any] = {
-    "data_parallel_size": int,
+    "data_parallel_size": AtLeastOne,
     "ray_address": str | None,
-    "replica_timeout": float | int,
+    "replica_timeout": PositiveSeconds,
 }
 # Settings that change what a replica loads, passed on to its actor (never secrets: Ray keeps
 # an actor's environment in its cluster state, which its dashboard shows).

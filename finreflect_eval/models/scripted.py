@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval.models._base import LM
+from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._requests import Completion, GenerationRequest
 
@@ -34,8 +34,8 @@ class ScriptedModel(LM):
         *,
         revision: str | None = None,
         cache: ResponseCache | None = None,
-        batch_size: int = 8,
-        max_retries: int = 0,
+        batch_size: AtLeastOne = 8,
+        max_retries: AtLeastZero = 0,
         responses: Sequence[str] | Responder | str = ("{}",),
     ) -> None:
         super().__init__(

@@ -13,7 +13,14 @@ from typing import Any, Literal, get_args
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import LM, ReplicaPlan, hub_commit, tokenizer_info
+from finreflect_eval.models._base import (
+    LM,
+    AtLeastOne,
+    AtLeastZero,
+    ReplicaPlan,
+    hub_commit,
+    tokenizer_info,
+)
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._requests import Completion, GenerationRequest, Message, closed_schema
 
@@ -88,10 +95,10 @@ class VLLMModel(LM):
         revision: str | None = None,
         cache: ResponseCache | None = None,
         # vLLM schedules a batch itself; a large one keeps the GPU busy ("auto", as lm-eval says).
-        batch_size: int | Literal["auto"] = "auto",
-        max_retries: int = 2,
-        tensor_parallel_size: int = 1,
-        pipeline_parallel_size: int = 1,
+        batch_size: AtLeastOne | Literal["auto"] = "auto",
+        max_retries: AtLeastZero = 2,
+        tensor_parallel_size: AtLeastOne = 1,
+        pipeline_parallel_size: AtLeastOne = 1,
         distributed_executor_backend: Literal["mp", "ray"] | None = None,
         gpu_memory_utilization: float = 0.9,
         max_model_len: int | None = None,

@@ -21,7 +21,7 @@ from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.data import span_list
-from finreflect_eval.models import ModelSpec, check_spec, load_model
+from finreflect_eval.models import LM, ModelSpec, check_spec, load_model, probe_endpoint
 from finreflect_eval.pipeline import judging
 from finreflect_eval.pipeline.environment import seed_globals
 from finreflect_eval.pipeline.extraction import TaskRun
@@ -283,12 +283,31 @@ def evaluate(
     """extract → judge → score (the `run` command); stops with a one-line error after a stage
     whose calls failed (see FailurePolicy), before spending more model time."""
     policy = policy or FailurePolicy()
-    panel.check_models()  # a judge's mistake must not surface after the extraction
+    check_before_calls(config, panel)
     with writing(config.output_dir):
         extracted = extract(config, panel.panel)
         check_extraction(extracted, policy)
         judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
         return judged, score(judged, panel.panel, policy, config.bootstrap_iters)
+
+
+def check_before_calls(config: RunConfig, panel: judging.Panel) -> None:
+    """What `run` can know before its first model call, checked then (a judge's mistake must
+    not surface after hours of extraction): the panel (`Panel.check`), that the output folders
+    can be written, and that every judge behind an endpoint answers now."""
+    panel.check()
+    problems = config.output_problems()
+    if problems:
+        raise FinReflectError(problems[0])
+    for judge in panel.judges:
+        if judge.remote and not isinstance(judge.source, LM):
+            answer = probe_endpoint(judge.model_spec)
+            if answer is not None and answer.error:
+                raise FinReflectError(
+                    f"{panel.described}, judge {judge.name}: {answer.error}; start its server "
+                    "(or fix base_url), or extract now and judge later: `finreflect-eval extract`"
+                    ", then `finreflect-eval judge`"
+                )
 
 
 def choose_panel(judges: str | Path | None, tasks: list[str], include_paths: list[Path]) -> str:

@@ -136,6 +136,7 @@ class Panel(BaseModel):
     description: str = ""
     generation_kwargs: GenerationKwargs = GenerationKwargs()
     judges: list[JudgeSpec] = Field(min_length=1)
+    _source: Path | None = PrivateAttr(default=None)  # the file it was read from
 
     @model_validator(mode="after")
     def _unique_names(self) -> Panel:
@@ -184,13 +185,25 @@ class Panel(BaseModel):
         except ValidationError as exc:
             raise FinReflectError(f"judges: {first_invalid_field(exc)}") from None
 
-    def check_models(self) -> None:
-        """Every judge's backend and model args, checked before any model loads."""
+    def check(self) -> None:
+        """What can be checked before any model loads: at least two judges (an item is
+        scored on two valid votes), each judge's backend and model args. Errors name the
+        panel's file and the judge."""
+        if len(self.judges) < 2:
+            raise FinReflectError(
+                f"{self.described}: {len(self.judges)} judge, but an item is scored on two valid "
+                "votes or more, so no score could be given: the panel needs at least two judges"
+            )
         for judge in self.judges:
             try:
                 check_spec(judge.source)
             except FinReflectError as exc:
-                raise FinReflectError(f"panel '{self.panel}', judge {judge.name}: {exc}") from None
+                raise FinReflectError(f"{self.described}, judge {judge.name}: {exc}") from None
+
+    @property
+    def described(self) -> str:
+        """`panel 'name'`, with the file it was read from."""
+        return f"panel '{self.panel}'" + (f" ({self._source})" if self._source else "")
 
     def generation(self, judge: JudgeSpec) -> GenerationKwargs:
         return GenerationKwargs.model_validate(
@@ -226,6 +239,7 @@ def load_panel(name_or_path: str | Path) -> Panel:
             raise FinReflectError(
                 f"{path}: judge {judge.name}: generation_kwargs: {first_invalid_field(exc)}"
             ) from exc
+    panel._source = path
     return panel
 
 
@@ -322,7 +336,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
     """Add every judge's votes on the criteria of each task's metric list to the run's records,
     kept under the panel's name (another panel's votes stay beside them), and save the run.
     `tasks`: the run's tasks by name, as loaded now."""
-    panel.check_models()
+    panel.check()
     for name, info in run.manifest.tasks.items():
         task = tasks[name]
         if not task.config.judge_prompts:

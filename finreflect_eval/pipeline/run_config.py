@@ -4,13 +4,14 @@ generation kwargs (`generation_kwargs`)."""
 
 from __future__ import annotations
 
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
 
-from finreflect_eval._util.errors import FinReflectError, first_invalid_field
+from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.models import LM, ModelSpec
 from finreflect_eval.pipeline.sharding import Shard
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
@@ -84,6 +85,31 @@ class RunConfig:
         name = Path(model).name if Path(model).exists() else model.replace("/", "__")
         folder = self.output_path / name
         return folder / self.shard.name if self.shard else folder
+
+    def output_problems(self) -> list[str]:
+        """Why the run folder or the cache's folder could not be created and written, if so: a
+        scratch folder is made (and removed) in the nearest one that exists."""
+        problems = []
+        folders = [self.output_dir, *([self.cache.parent] if self.cache else [])]
+        for folder in dict.fromkeys(folders):
+            existing = folder.absolute()
+            while not existing.exists():
+                existing = existing.parent
+            if not existing.is_dir():
+                problems.append(
+                    f"output: {folder} cannot be a folder: {existing} is a file; choose another "
+                    "--output-path"
+                )
+                continue
+            try:
+                with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
+                    pass
+            except OSError as exc:
+                problems.append(
+                    f"output: {folder} cannot be written ({exc.strerror or first_line(exc)} in "
+                    f"{existing}): choose another --output-path"
+                )
+        return problems
 
     def default_cache(self) -> Path:
         """One cache per output path, and one per shard (shards may run on machines sharing a

@@ -89,12 +89,41 @@ def results_table(results: Results) -> str:
     return (
         f"\n{settings_line(results)}\njudges: {panel}{note}\n"
         + markdown_table(header, rows)
-        + f"\noverall: {_with_ci(overall.score, overall.ci)} (95% CI resampling {filings} "
-        f"filing(s){by_span if overall.ci_span else ''})\n"
+        + f"\noverall: {_overall_text(overall, filings, by_span)}\n"
         + few_filings_line(overall)
         + agreement_table(results)
         + influence_line(results)
         + protocol_line(results)
+        + failed_calls_line(results)
+        + always_agree_line(results)
+    )
+
+
+def _overall_text(overall: Any, filings: int | None, by_span: str) -> str:
+    if overall.score is None and overall.unscored:
+        return f"n/a (no score for {', '.join(overall.unscored)}: not a mean of the others)"
+    spans = by_span if overall.ci_span else ""
+    return f"{_with_ci(overall.score, overall.ci)} (95% CI resampling {filings} filing(s){spans})"
+
+
+def failed_calls_line(results: Results) -> str:
+    """Per judge, its failed calls (abstentions) over every task, when any failed."""
+    failed: dict[str, int] = {}
+    calls = 0
+    for details in results.details.values():
+        calls += details.failures.judge_calls_each
+        for judge, count in details.failures.judge_failed_calls.items():
+            failed[judge] = failed.get(judge, 0) + count
+    parts = [f"{judge} {count} of {calls}" for judge, count in failed.items() if count]
+    return f"⚠ judge calls failed (abstentions): {', '.join(parts)}\n" if parts else ""
+
+
+def always_agree_line(results: Results) -> str:
+    if not results.judges.always_agree:
+        return ""
+    return (
+        "⚠ the judges gave every item the same label: a panel that never disagrees shows "
+        "nothing by agreeing (the same model more than once?)\n"
     )
 
 

@@ -5,7 +5,6 @@ output folder."""
 
 from __future__ import annotations
 
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,7 +54,7 @@ def check_run(config: RunConfig, panel: Panel | None = None) -> Preflight:
     unmet += [problem for check in models for problem in check.problems]
     disk = disk_problem(models)
     unmet += [disk] if disk else []
-    unmet += _output_problems(config)
+    unmet += config.output_problems()
     plan = render_plan(config, data, models, panel, hub.offline)
     return Preflight(list(dict.fromkeys(unmet)), plan)
 
@@ -204,30 +203,3 @@ def _models(
             remote = False  # check_model names the unknown backend
         checks.append(check_endpoint(role, spec) if remote else check_model(role, spec, hub, note))
     return checks
-
-
-def _output_problems(config: RunConfig) -> list[str]:
-    """The run folder and the cache's folder can be created and written: a scratch folder is
-    made (and removed) in the nearest one that exists."""
-    problems = []
-    for folder in dict.fromkeys(
-        [config.output_dir, *([config.cache.parent] if config.cache else [])]
-    ):
-        existing = folder.absolute()
-        while not existing.exists():
-            existing = existing.parent
-        if not existing.is_dir():
-            problems.append(
-                f"output: {folder} cannot be a folder: {existing} is a file; choose another "
-                "--output-path"
-            )
-            continue
-        try:
-            with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
-                pass
-        except OSError as exc:
-            problems.append(
-                f"output: {folder} cannot be written ({exc.strerror or first_line(exc)} in "
-                f"{existing}): choose another --output-path"
-            )
-    return problems

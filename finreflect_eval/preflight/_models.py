@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -14,9 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.redaction import redact_url
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models import ModelSpec, check_spec, get_backend
+from finreflect_eval.models import ModelSpec, check_spec, get_backend, probe_endpoint
 from finreflect_eval.models.embedded import EMBEDDED_MODELS
 from finreflect_eval.pipeline.judging import JudgeSpec
 
@@ -234,31 +232,19 @@ def check_endpoint(role: str, spec: ModelSpec) -> ModelCheck:
     check = ModelCheck(role, spec, download=0)
     try:
         check_spec(spec)
-        backend = get_backend(spec.backend)
+        if importlib.util.find_spec("httpx") is None and get_backend(spec.backend).remote:
+            check.problems.append(f"backend {spec.backend} needs httpx: {install_hint('api')}")
+            return check
+        answer = probe_endpoint(spec, ENDPOINT_TIMEOUT)
     except FinReflectError as exc:
         check.unmet(str(exc))
         return check
-    if not hasattr(backend, "endpoint_path"):  # a server of another kind: listed only
+    if answer is None:  # a server of another kind: listed only
         check.source = f"endpoint (backend {spec.backend})"
-        return check
-    if importlib.util.find_spec("httpx") is None:
-        check.problems.append(f"backend {spec.backend} needs httpx: {install_hint('api')}")
-        return check
-    import httpx
-
-    from finreflect_eval.models.openai import DEFAULT_BASE_URL
-
-    root = spec.args.get("base_url") or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    root = str(root).rstrip("/").removesuffix(backend.endpoint_path)  # lm-eval's full URL
-    shown = redact_url(root)
-    try:
-        answer = httpx.get(f"{root}/models", timeout=ENDPOINT_TIMEOUT)
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        check.unmet(
-            f"no answer at {shown}/models ({first_line(exc)}): start the server, or fix its URL"
-        )
-        return check
-    check.source = f"endpoint {shown} (HTTP {answer.status_code})"
+    elif answer.error:
+        check.unmet(f"{answer.error}: start the server, or fix its URL")
+    else:
+        check.source = f"endpoint {answer.shown} (HTTP {answer.status})"
     return check
 
 

@@ -4,6 +4,7 @@ size and depth limits for hostile input."""
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -93,14 +94,18 @@ def read_json(path: Path, max_bytes: int | None = None) -> Any:
         raise FinReflectError(f"{path}: nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as exc:
         raise FinReflectError(f"{path}: not JSON ({first_line(exc)})") from exc
-    if _depth(data) > MAX_DEPTH:
+    depth, finite = _shape(data)
+    if depth > MAX_DEPTH:
         raise FinReflectError(f"{path}: nested more than {MAX_DEPTH} levels deep")
+    if not finite:  # Python's JSON reads NaN and Infinity; no file written here holds one
+        raise FinReflectError(f"{path}: {_not_finite(data)} is not a number (NaN or infinite)")
     return data
 
 
-def _depth(value: Any) -> int:
-    """How deeply lists and objects nest in parsed JSON (iteratively: no recursion limit)."""
-    deepest, stack = 0, [(value, 1)]
+def _shape(value: Any) -> tuple[int, bool]:
+    """How deeply lists and objects nest in parsed JSON, and whether every number in it is
+    finite (iteratively: no recursion limit)."""
+    deepest, finite, stack = 0, True, [(value, 1)]
     while stack:
         item, depth = stack.pop()
         if isinstance(item, dict):
@@ -109,4 +114,24 @@ def _depth(value: Any) -> int:
             deepest = max(deepest, depth)
             if depth <= MAX_DEPTH:
                 stack.extend((child, depth + 1) for child in item)
-    return deepest
+        elif isinstance(item, float) and not math.isfinite(item):
+            finite = False
+    return deepest, finite
+
+
+def _not_finite(value: Any) -> str | None:
+    """Where parsed JSON holds a NaN or an infinity (`results.t.faithfulness,none`), if it does."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    while stack:
+        item, where = stack.pop()
+        if isinstance(item, float) and not math.isfinite(item):
+            return where
+        children = (
+            item.items()
+            if isinstance(item, dict)
+            else enumerate(item)
+            if isinstance(item, list)
+            else ()
+        )
+        stack.extend((child, f"{where}.{key}" if where else str(key)) for key, child in children)
+    return None

@@ -234,6 +234,9 @@ class Overall(Record):
     ci_method: str | None = None
     ci_reliable: bool | None = None
     """As `CriterionDetail`'s, for Overall's interval."""
+    unscored: list[str] = []
+    """The judged criteria without a score (`comprehensiveness of <task>`: none of its items
+    had two valid votes): then Overall is None, never a mean of the others."""
 
 
 class FilingScores(Record):
@@ -252,6 +255,9 @@ class JudgesInfo(Record):
     official: bool
     members: list[JudgeMember]
     seconds: dict[str, float]
+    always_agree: bool = False
+    """Every judge gave every scored item of every task the same label: a panel that never
+    disagrees shows nothing by agreeing (α is 1 or undefined; the same model three times?)."""
 
     def note(self) -> str | None:
         """What a reader must know before reading the scores of a panel that is not official

@@ -14,6 +14,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
+from finreflect_eval._util.hub import check_repo_id
 from finreflect_eval._util.redaction import find_secret
 from finreflect_eval.records import Results
 from finreflect_eval.runs.store import Run
@@ -42,9 +43,13 @@ class HubLogArgs(BaseModel):
     def parse(cls, args: dict[str, Any], flag: str = "--hf_hub_log_args") -> HubLogArgs:
         """The fields given (errors name `flag`, the option as the user typed it)."""
         try:
-            return cls.model_validate(args)
+            parsed = cls.model_validate(args)
         except ValidationError as exc:
             raise FinReflectError(f"{flag}: {first_invalid_field(exc)}") from None
+        org = parsed.hub_results_org or "user"  # (the token's user: any valid name stands in)
+        for kind in ("results", "details"):
+            check_repo_id(parsed.repo(kind, org), flag)
+        return parsed
 
     def repo(self, kind: str, org: str) -> str:
         name = (

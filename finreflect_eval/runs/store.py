@@ -28,6 +28,7 @@ from finreflect_eval.records import (
     read,
     read_lines,
 )
+from finreflect_eval.runs.consistency import check_spans
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
 
@@ -57,6 +58,14 @@ class Run:
     @property
     def folder(self) -> Path:
         return self.store.folder
+
+    def span_ids(self, task: str) -> tuple[list[int], list[str]]:
+        """The doc_ids and span ids of a task's spans, in `doc_id` order."""
+        if task in self.records:
+            records = self.records[task]
+            return [r.doc_id for r in records], [r.span_id for r in records]
+        facts = self.span_facts[task]
+        return facts.python_values("doc_id"), facts.python_values("span_id")
 
 
 class RunStore:
@@ -200,6 +209,7 @@ class RunStore:
             else:
                 records = read_lines(SampleRecord, samples)
                 loaded.records[task] = sorted(records, key=lambda r: r.doc_id)
+            check_spans(manifest, samples, task, *loaded.span_ids(task))
         return loaded
 
     def _whole_score_index(
@@ -247,6 +257,7 @@ def writing(folder: Path) -> Iterator[None]:
         finally:
             _HELD[folder] -= 1
         return
+    created = [path for path in (folder, *folder.parents) if not path.exists()]
     folder.mkdir(parents=True, exist_ok=True)
     not_a_link(folder / SCORE_INDEX)  # (its stale files are removed below)
     try:  # never through a link: truncating it would empty whatever it points at
@@ -277,6 +288,19 @@ def writing(folder: Path) -> Iterator[None]:
             del _HELD[folder]
             lock.truncate(0)
             fcntl.flock(lock, fcntl.LOCK_UN)
+            if created and [path.name for path in folder.iterdir()] == [LOCK]:
+                _remove_unused(folder, created)
+
+
+def _remove_unused(folder: Path, created: list[Path]) -> None:
+    """A folder `writing` made for a command that wrote nothing in it (it was refused before
+    its first file), and the folders made for it: gone, as if the command had not run."""
+    (folder / LOCK).unlink(missing_ok=True)
+    for path in created:  # the folder, then its parents made with it
+        try:
+            path.rmdir()
+        except OSError:  # not empty after all (another process wrote there meanwhile)
+            return
 
 
 def not_a_link(path: Path) -> Path:

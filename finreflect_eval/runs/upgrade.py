@@ -36,6 +36,7 @@ from finreflect_eval.records import (
     TaskManifest,
     read_json,
 )
+from finreflect_eval.runs.consistency import check_spans
 from finreflect_eval.runs.store import Run, RunStore, newest, not_a_link
 from finreflect_eval.tasks.config import DEFAULT_METRICS, TaskIndex
 
@@ -72,6 +73,9 @@ def upgrade_run(folder: Path, include_paths: list[Path] | None = None) -> list[P
         raise FinReflectError(f"{path}: not a format-1 run ({first_invalid_field(exc)})") from exc
     except (KeyError, TypeError, AttributeError, ValueError) as exc:  # a line of another shape
         raise FinReflectError(f"{path}: not a format-1 run ({first_line(exc)})") from exc
+    for task, rows in records.items():  # before anything is written
+        samples = store.own(old["tasks"][task]["samples"])
+        check_spans(manifest, samples, task, [r.doc_id for r in rows], [r.span_id for r in rows])
     backup = not_a_link(folder / "format-1")
     backup.mkdir(exist_ok=True)
     names = [path.name, *(info["samples"] for info in old["tasks"].values())]

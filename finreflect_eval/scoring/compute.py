@@ -17,7 +17,13 @@ from collections.abc import Sequence
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.records import Manifest, Results, SampleRecord
 from finreflect_eval.scoring.groups import group_rows
-from finreflect_eval.scoring.judged import agreement_of, filings_of, overall_of, score_judged
+from finreflect_eval.scoring.judged import (
+    agreement_of,
+    always_agree,
+    filings_of,
+    overall_of,
+    score_judged,
+)
 from finreflect_eval.scoring.run_info import judges_info, run_header, run_settings
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.task_blocks import task_bookkeeping, task_details, task_rows
@@ -98,7 +104,7 @@ def compute_results(
         overall=overall_of(judged),
         agreement=agreement_of(judged),
         filings=filings_of(judged),
-        judges=judges_info(manifest, panel),
+        judges=judges_info(manifest, panel, always_agree(judged)),
         dataset=manifest.dataset,
         finreflect_eval_version=manifest.finreflect_eval_version,
     )

@@ -30,9 +30,10 @@ def group_rows(
     for group, members in manifest.groups.items():
         members = [t for t in members if t in rows]
         mine = [i for i, (task, _) in enumerate(judged.columns) if task in members]
+        score = metrics.mean_of_averages(judged.parts(members))
+        stderr = judged.bootstrap.overall(mine)["stderr"] if score is not None else None
         groups[group] = _group_entry(manifest, group, members, rows, judged) | _overall_metric(
-            metrics.mean_of_averages(judged.parts(members)),
-            judged.bootstrap.overall(mine)["stderr"],
+            score, stderr
         )
     return groups
 

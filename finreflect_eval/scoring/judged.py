@@ -138,13 +138,29 @@ def overall_of(judged: JudgedScores) -> Overall:
         )
         for judge in judged.judges
     }
+    score = metrics.mean_of_averages(judged.parts(judged.criteria))
+    intervals = judged.bootstrap.overall(range(len(judged.columns)))
+    if score is None:  # (the replicates would average the criteria that have a score)
+        intervals.update(ci=None, stderr=None, ci_span=None)
     return Overall(
-        score=metrics.mean_of_averages(judged.parts(judged.criteria)),
-        **judged.bootstrap.overall(range(len(judged.columns))),
+        score=score,
+        **intervals,
         tasks={task: metrics.mean_of_averages(judged.parts([task])) for task in judged.criteria},
         without_judge=without_judge,
         judge_influence=metrics.judge_influence(without_judge),
+        unscored=[
+            f"{name} of {task}"
+            for task, name in judged.columns
+            if judged.criteria[task][name][1].score is None
+        ],
     )
+
+
+def always_agree(judged: JudgedScores) -> bool:
+    """Whether two judges or more gave some items a label, and never disagreed on any."""
+    scores = [scores for criteria in judged.criteria.values() for _, scores in criteria.values()]
+    judged_items = sum(s.n_scored for s in scores)
+    return len(judged.judges) > 1 and judged_items > 0 and not any(s.split for s in scores)
 
 
 def agreement_of(judged: JudgedScores) -> dict[str, dict[str, Agreement]]:
@@ -172,5 +188,7 @@ def filings_of(judged: JudgedScores) -> FilingScores:
 
 
 def _mean(values: list[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return round(sum(present) / len(present), 4) if present else None
+    """The mean, None when any value is (as `metrics.mean_of_averages`)."""
+    if not values or None in values:
+        return None
+    return round(sum(values) / len(values), 4)

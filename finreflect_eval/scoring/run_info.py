@@ -83,11 +83,16 @@ def run_header(manifest: Manifest, panel: str) -> dict[str, Any]:
     }
 
 
-def judges_info(manifest: Manifest, panel: str) -> JudgesInfo:
-    """The panel that voted: its name, whether it is official, its judges and their time."""
+def judges_info(manifest: Manifest, panel: str, always_agree: bool = False) -> JudgesInfo:
+    """The panel that voted: its name, whether it is official, its judges and their time, and
+    whether they agreed on every item."""
     judging = manifest.judging[panel]
     return JudgesInfo(
-        panel=panel, official=judging.official, members=judging.judges, seconds=judging.seconds
+        panel=panel,
+        official=judging.official,
+        members=judging.judges,
+        seconds=judging.seconds,
+        always_agree=always_agree,
     )
 
 

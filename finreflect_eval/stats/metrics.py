@@ -135,11 +135,13 @@ def average(aggregation: Aggregation, per_span: SpanScores) -> float | None:
     return (micro_average if aggregation == "micro" else macro_average)(per_span)
 
 
-def mean_of_averages(parts: Sequence[tuple[Aggregation, SpanScores]]):
-    """×100: the mean of the parts' averages (those defined)."""
-    present = [average(a, per_span) for a, per_span in parts]
-    present = [p for p in present if p is not None]
-    return pct(float(np.mean(present))) if present else None
+def mean_of_averages(parts: Sequence[tuple[Aggregation, SpanScores]]) -> float | None:
+    """×100: the mean of the parts' averages; None when a part has none (no scored item):
+    a mean over fewer criteria than asked would pass for the whole."""
+    averages = [average(a, per_span) for a, per_span in parts]
+    if not averages or None in averages:
+        return None
+    return pct(float(np.mean(averages)))
 
 
 def pct(value: float | None) -> float | None:

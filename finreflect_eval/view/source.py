@@ -11,6 +11,7 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import Manifest, Results, SampleRecord, Submission, read
 from finreflect_eval.records.reading import parse
+from finreflect_eval.runs.consistency import check_results, check_spans
 from finreflect_eval.runs.store import RunStore, newest, not_a_link
 
 
@@ -116,11 +117,19 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
             f"`finreflect-eval score --samples {folder} --judges {panel}` first"
         )
     results = read(Results, results_path)
-    if results.run != manifest.run:
-        raise FinReflectError(f"{results_path}: results of run {results.run}, not {manifest.run}")
+    check_results(results_path, results, manifest, {})
 
     def records(task: str) -> Iterator[SampleRecord]:
-        return _read_records(store.samples_path(manifest, task))
+        """The task's records; once all are read, they must be the spans the manifest lists
+        and the results scored (a report never shows samples beside other samples' scores)."""
+        path = store.samples_path(manifest, task)
+        doc_ids, span_ids = [], []
+        for record in _read_records(path):
+            doc_ids.append(record.doc_id)
+            span_ids.append(record.span_id)
+            yield record
+        check_spans(manifest, path, task, doc_ids, span_ids)
+        check_results(results_path, results, manifest, {task: len(doc_ids)})
 
     return ViewRun(manifest, results, records, str(folder))
 

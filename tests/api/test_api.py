@@ -82,7 +82,8 @@ def test_simple_evaluate_with_loaded_models_equals_the_cli_and_prints_nothing(
 def test_simple_evaluate_takes_the_model_by_name_in_either_form(tmp_path):
     responses = str(tmp_path / "candidate.json")
     Path(responses).write_text(json.dumps([json.dumps(TRIPLES)]))
-    panel = Panel.from_models({"a": ScriptedModel(responses=scripted_judges.accepts_all)})
+    judge = ScriptedModel(responses=scripted_judges.accepts_all)
+    panel = Panel.from_models({"a": judge, "b": judge})
     ours = finreflect_eval.simple_evaluate(
         "candidate",
         f"responses={responses}",
@@ -184,6 +185,7 @@ BAD_SIMPLE_EVALUATE_ARGUMENTS = [
     ("model_args", ["api_key=sk-never-shown", 1], TypeError),
     ("allow_failures", "no", TypeError),
     ("show_progress", "no", TypeError),
+    ("judges", "nosuch", ValueError),  # an unknown panel: the argument named, not only the panel
 ]
 
 
@@ -419,7 +421,7 @@ folder = Path(sys.argv[1])
 finreflect_eval.simple_evaluate(
     model=ScriptedModel("candidate", responses=[json.dumps(TRIPLES)]),
     tasks="finreflect_smoke_single_pass",
-    judges=[ScriptedModel(responses=scripted_judges.accepts_all)],
+    judges=[ScriptedModel(responses=scripted_judges.accepts_all)] * 2,
     dataset="sample",
     limit=2,
     num_fewshot=1,

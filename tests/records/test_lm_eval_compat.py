@@ -326,7 +326,7 @@ def test_a_pinned_revision_puts_the_resolved_commit_in_the_results(
     shutil.copytree(tiny_model_dir, repo / "snapshots" / commit)
     (repo / "refs").mkdir()
     (repo / "refs" / "v1").write_text(commit)
-    panel = panel_file(tmp_path, "accepts_all")
+    panel = panel_file(tmp_path, "accepts_all", "accepts_all")
     result = cli(
         *("--model", "hf", "--model_args", "pretrained=acme/tiny@v1,batch_size=2"),
         *("--tasks", "finreflect_smoke_single_pass", "--dataset", "sample", "--limit", "2"),

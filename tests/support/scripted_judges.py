@@ -132,3 +132,11 @@ def reasons_first(request):
     if "verdicts" in properties:
         return json.dumps({"verdicts": [item] * properties["verdicts"]["minItems"]})
     return json.dumps({**item, "verdict": "good"})
+
+
+def broken_on_spans(request):
+    """Accepts every triple; its comprehensiveness answers are never valid (every span call
+    fails)."""
+    if "verdicts" in request.schema["properties"]:
+        return _answer(request, 1, "good")
+    return "not json"
