@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.tables import arrow_bytes, read_arrow
+from finreflect_eval.protocol.criteria import REASONING_WORDS
 from finreflect_eval.protocol.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
 from finreflect_eval.records import SampleRecord
 from finreflect_eval.records.lm_eval import sample_hashes
@@ -54,6 +55,7 @@ _PANEL_COLUMNS = {
     "judge_transport_failures": pa.list_(pa.string()),
     "judge_answered": pa.list_(pa.string()),  # the judge of each answered call
     "judge_reasoning_first": pa.list_(pa.string()),  # ... of each answer reasoning first
+    "judge_long_reasoning": pa.list_(pa.string()),  # ... of each vote reasoning at length
     "judge_prompt_tokens": pa.int64(),
     "judge_completion_tokens": pa.int64(),
 }
@@ -74,6 +76,22 @@ def _reasoning_first(answer: str | None) -> bool:
         return False
     before = answer.split('"reasoning"')[:-1]
     return not all('"verdict"' in part for part in before)
+
+
+def _long_reasoning(record: SampleRecord, panel: str) -> list[str]:
+    """The judge of each of the panel's votes on the span whose reasoning, decoded, has more
+    words than the protocol's `REASONING_WORDS` (split on whitespace); counted once here, when
+    the judge stage saves the run, so that `score` reads the count."""
+    return [
+        judge
+        for by_judge in record.votes.get(panel, {}).values()
+        for judge, cast in by_judge.items()
+        for vote in cast
+        if vote.verdict is not None
+        and not vote.synthetic
+        and len(vote.reasoning) > 2 * REASONING_WORDS  # (shorter cannot hold more words)
+        and len(vote.reasoning.split()) > REASONING_WORDS
+    ]
 
 
 def _columns(panels: Sequence[str]) -> dict[str, pa.DataType]:
@@ -131,6 +149,7 @@ class SpanFacts:
                     f"judge_reasoning_first:{panel}": [
                         c.model for c in calls if _reasoning_first(c.text)
                     ],
+                    f"judge_long_reasoning:{panel}": _long_reasoning(record, panel),
                     f"judge_prompt_tokens:{panel}": sum(call.prompt_tokens for call in calls),
                     f"judge_completion_tokens:{panel}": sum(
                         call.completion_tokens for call in calls
