@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import math
 import os
 import re
 import signal
@@ -20,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import yaml
 from conftest import SHARED_10K, TESTS
 from support.chat_server import (
     Reply,
@@ -240,22 +242,17 @@ def results_of_fewer_spans(folder: Path) -> None:
 
 
 def judge_panel(name: str, *judges: dict) -> Callable[[Context], str]:
-    """A panel file of scripted judges accepting everything, with each judge's extra model
-    args (`judges`)."""
-    responder = {"responses": "support.scripted_judges:accepts_all"}
-    panel = {
-        "panel": "bad",
-        "judges": [
-            {
-                "name": f"j{number}",
-                "model": "scripted",
-                "backend": "scripted",
-                "model_args": {**responder, **extra},
-            }
-            for number, extra in enumerate(judges)
-        ],
-    }
-    return inputs(name, json.dumps(panel))
+    """A panel file of judges, each a scripted judge accepting everything unless its dict names
+    another `backend` and `model`; the dict's other keys are model args."""
+    panel = {"panel": "bad", "judges": []}
+    for number, extra in enumerate(judges):
+        args = {k: v for k, v in extra.items() if k not in ("backend", "model")}
+        if "backend" not in extra:
+            args = {"responses": "support.scripted_judges:accepts_all", **args}
+        judge = {"name": f"j{number}", "model": "scripted", "backend": "scripted"}
+        judge |= {k: v for k, v in extra.items() if k in ("backend", "model")}
+        panel["judges"].append({**judge, "model_args": args})
+    return inputs(name, yaml.safe_dump(panel))
 
 
 def nan_score(data: dict) -> None:
@@ -896,6 +893,21 @@ CASES = [
         scripted("--judges", judge_panel("rt.yaml", {}, {}, {"replica_timeout": -1})),
         1,
         r"rt\.yaml\), judge j2: model arg replica_timeout=-1 .*greater than 0",
+    ),
+    Case(
+        "panel-judge-infinite-timeout",
+        scripted(
+            "--judges",
+            judge_panel("inf.yaml", {}, {"model": "m", "backend": "openai", "timeout": math.inf}),
+        ),
+        1,
+        r"inf\.yaml\), judge j1: model arg timeout=inf .*finite number",
+    ),
+    Case(
+        "judge-endpoint-without-scheme",
+        scripted("--judge-endpoints", "judge-0=localhost:8000/v1"),
+        1,
+        r"judge judge-0: base_url 'localhost:8000/v1' must start with http:// or https://",
     ),
     Case(
         "panel-of-one-judge",

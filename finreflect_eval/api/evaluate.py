@@ -288,7 +288,7 @@ def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judgi
     try:
         return judging.load_panel(choose_panel(judges, tasks, include_paths))
     except FinReflectError as exc:
-        if str(exc).startswith("judges"):
+        if isinstance(exc, ArgumentValueError) or str(exc).startswith("judges:"):
             raise
         raise ArgumentValueError(f"judges: {exc}") from None
 

@@ -11,7 +11,7 @@ from finreflect_eval.leaderboard import ranking
 from finreflect_eval.leaderboard.entries import AuditEntry, RunEntry
 from finreflect_eval.leaderboard.ranking import Contender, Standing
 from finreflect_eval.pipeline.audit import PANEL_ROW
-from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA
+from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, level_shares
 from finreflect_eval.protocol.modes import MODE_NAMES
 from finreflect_eval.records import DatasetInfo, Results
 
@@ -92,11 +92,10 @@ def _mode_scores(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
             detail = criteria.get(criterion)
             columns[f"{mode}.{short}_ci"] = detail.ci if detail else None
         detail = criteria.get("comprehensiveness")
-        counts = (detail.level_counts if detail else None) or {}
-        total = sum(counts.values())
+        shares = level_shares(detail.level_counts if detail else None) or {}
         for level in COMPREHENSIVENESS_LEVELS:  # the shares of spans at each level, in %
-            share = round(100 * counts.get(level, 0) / total, 2) if total else None
-            columns[f"{mode}.C_{level}"] = share
+            share = shares.get(level)
+            columns[f"{mode}.C_{level}"] = None if share is None else round(share, 2)
     return columns
 
 

@@ -38,8 +38,8 @@ logger = logging.getLogger(__name__)
 # judge's typo must not surface after hours of extraction).
 AtLeastOne = Annotated[int, Field(ge=1)]
 AtLeastZero = Annotated[int, Field(ge=0)]
-Seconds = Annotated[float | int, Field(ge=0)]
-PositiveSeconds = Annotated[float | int, Field(gt=0)]
+Seconds = Annotated[float | int, Field(ge=0, allow_inf_nan=False)]
+PositiveSeconds = Annotated[float | int, Field(gt=0, allow_inf_nan=False)]
 
 # A retry of an invalid output samples with a new seed: greedy decoding would repeat it exactly.
 RETRY_TEMPERATURE = 0.3

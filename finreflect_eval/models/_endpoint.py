@@ -7,7 +7,7 @@ import os
 from dataclasses import dataclass
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.redaction import redact_url
+from finreflect_eval._util.redaction import redact_text
 from finreflect_eval._util.resources import install_hint
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
@@ -23,20 +23,34 @@ class EndpointProbe:
     error: str | None = None
 
 
+def api_root(base_url: str | None, endpoint_path: str) -> str:
+    """The API root a model's server is asked at: `base_url`, else $OPENAI_BASE_URL, else the
+    default; lm-eval's full URL (ending in `endpoint_path`) is taken too. One that is not an
+    http(s) URL is a one-line error."""
+    root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
+    root = str(root).rstrip("/").removesuffix(endpoint_path)
+    if not root.startswith(("http://", "https://")):
+        raise FinReflectError(f"base_url '{redact_text(root)}' must start with http:// or https://")
+    return root
+
+
 def probe(base_url: str | None, endpoint_path: str, timeout: float) -> EndpointProbe:
-    """Ask the server at `base_url` (else $OPENAI_BASE_URL, else the default; lm-eval's full
-    URL, ending in `endpoint_path`, is taken too) `GET /models`: cheap, changes nothing, and
-    any HTTP answer shows the server is there."""
+    """Ask the server at `base_url` (see `api_root`) `GET /models`: cheap, changes nothing.
+    Only a connection that cannot be made is no answer: a server that is there but slow to
+    list its models (a busy vLLM) is there."""
     require_httpx()
     import httpx
 
-    root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-    root = str(root).rstrip("/").removesuffix(endpoint_path)
-    shown = redact_url(root)
+    root = api_root(base_url, endpoint_path)
+    shown = redact_text(root)
     try:
         answer = httpx.get(f"{root}/models", timeout=timeout)
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+    except (httpx.ConnectError, httpx.ConnectTimeout, httpx.UnsupportedProtocol) as exc:
         return EndpointProbe(shown, error=f"no answer at {shown}/models ({first_line(exc)})")
+    except (httpx.InvalidURL, UnicodeError) as exc:
+        return EndpointProbe(shown, error=f"base_url '{shown}' is not a URL ({first_line(exc)})")
+    except httpx.HTTPError:  # connected; the listing did not come in time
+        return EndpointProbe(shown)
     return EndpointProbe(shown, status=answer.status_code)
 
 

@@ -19,7 +19,7 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.redaction import REDACTED, redact, redact_text, redact_url
 from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, PositiveSeconds, Seconds
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.models._endpoint import DEFAULT_BASE_URL, require_httpx
+from finreflect_eval.models._endpoint import api_root, require_httpx
 from finreflect_eval.models._requests import (
     Completion,
     GenerationRequest,
@@ -116,13 +116,7 @@ class OpenAIModel(LM):
         URL as given, and the basic auth its credentials make, if it holds any."""
         import httpx
 
-        root = base_url or os.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        # lm-eval's base_url names the endpoint itself (`.../v1/chat/completions`).
-        root = root.rstrip("/").removesuffix(self.endpoint_path)
-        if not root.startswith(("http://", "https://")):
-            raise FinReflectError(
-                f"base_url '{redact_text(root)}' must start with http:// or https://"
-            )
+        root = api_root(base_url, self.endpoint_path)
         try:
             url = httpx.URL(root)
             url.copy_with()  # a malformed host or port is refused here

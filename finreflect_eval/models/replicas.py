@@ -22,7 +22,9 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import install_hint
@@ -30,7 +32,6 @@ from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     Attempts,
-    PositiveSeconds,
     Progress,
     ReplicaPlan,
 )
@@ -43,7 +44,7 @@ logger = logging.getLogger(__name__)
 REPLICA_ARGS: dict[str, Any] = {
     "data_parallel_size": AtLeastOne,
     "ray_address": str | None,
-    "replica_timeout": PositiveSeconds,
+    "replica_timeout": Annotated[float | int, Field(gt=0)],  # (no deadline: inf)
 }
 # Settings that change what a replica loads, passed on to its actor (never secrets: Ray keeps
 # an actor's environment in its cluster state, which its dashboard shows).

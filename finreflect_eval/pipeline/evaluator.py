@@ -301,7 +301,10 @@ def check_before_calls(config: RunConfig, panel: judging.Panel) -> None:
         raise FinReflectError(problems[0])
     for judge in panel.judges:
         if judge.remote and not isinstance(judge.source, LM):
-            answer = probe_endpoint(judge.model_spec)
+            try:
+                answer = probe_endpoint(judge.model_spec)
+            except FinReflectError as exc:
+                raise FinReflectError(f"{panel.described}, judge {judge.name}: {exc}") from None
             if answer is not None and answer.error:
                 raise FinReflectError(
                     f"{panel.described}, judge {judge.name}: {answer.error}; start its server "

@@ -189,16 +189,23 @@ class Panel(BaseModel):
         """What can be checked before any model loads: at least two judges (an item is
         scored on two valid votes), each judge's backend and model args. Errors name the
         panel's file and the judge."""
-        if len(self.judges) < 2:
-            raise FinReflectError(
-                f"{self.described}: {len(self.judges)} judge, but an item is scored on two valid "
-                "votes or more, so no score could be given: the panel needs at least two judges"
-            )
+        problem = self.size_problem()
+        if problem:
+            raise FinReflectError(problem)
         for judge in self.judges:
             try:
                 check_spec(judge.source)
             except FinReflectError as exc:
                 raise FinReflectError(f"{self.described}, judge {judge.name}: {exc}") from None
+
+    def size_problem(self) -> str | None:
+        """Why the panel cannot score a run, if it has fewer than two judges."""
+        if len(self.judges) >= 2:
+            return None
+        return (
+            f"{self.described}: {len(self.judges)} judge, but an item is scored on two valid "
+            "votes or more, so no score could be given: the panel needs at least two judges"
+        )
 
     @property
     def described(self) -> str:

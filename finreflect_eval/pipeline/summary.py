@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from finreflect_eval._util.tables import markdown_table
-from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, REASONING_WORDS
+from finreflect_eval.protocol.criteria import (
+    COMPREHENSIVENESS_LEVELS,
+    CRITERIA,
+    REASONING_WORDS,
+    level_shares,
+)
 from finreflect_eval.records import Results
 from finreflect_eval.runs.store import Run
 from finreflect_eval.stats.agreement import ALPHA_GATE
@@ -75,7 +80,7 @@ def results_table(results: Results) -> str:
             entry = results.results[name]
             subtasks = results.group_subtasks[name]
             cells = [_with_ci(entry.get(f"{c},none"), None) for c in letters]
-            cells[_C] += level_shares(results, subtasks)
+            cells[_C] += shares_text(results, subtasks)
             spans = max(results.details[t].n_spans for t in subtasks)
             rows.append([name, "group", spans, *cells, *_extraction_cells(entry)])
     header = ["task", "mode", "spans", *letters.values(), "triples/span", "CheckRules"]
@@ -221,18 +226,16 @@ def alpha_text(agreement: Any) -> str:
     return text + (" ⚠" if values.get("below_gate") else "")
 
 
-def level_shares(results: Results, tasks: list[str]) -> str:
+def shares_text(results: Results, tasks: list[str]) -> str:
     """` (40/35/25)`: the shares of the tasks' scored spans at each comprehensiveness level
     (good/partial/poor, in %), or nothing where none is scored."""
-    counts = [
-        results.details[task].criteria["comprehensiveness"].level_counts or {}
-        for task in tasks
-        if "comprehensiveness" in results.details[task].criteria
-    ]
-    totals = [sum(c.get(level, 0) for c in counts) for level in COMPREHENSIVENESS_LEVELS]
-    if not sum(totals):
-        return ""
-    return " ({})".format("/".join(f"{100 * n / sum(totals):.0f}" for n in totals))
+    pooled: dict[str, int] = {}
+    for task in tasks:
+        detail = results.details[task].criteria.get("comprehensiveness")
+        for level, count in ((detail and detail.level_counts) or {}).items():
+            pooled[level] = pooled.get(level, 0) + count
+    shares = level_shares(pooled)
+    return " ({})".format("/".join(f"{s:.0f}" for s in shares.values())) if shares else ""
 
 
 def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]:
@@ -241,7 +244,7 @@ def _task_row(results: Results, task: str, letters: dict[str, str]) -> list[Any]
     for name in letters:
         ci = details.criteria[name].ci if name in details.criteria else None
         cells.append(_with_ci(entry.get(f"{name},none"), ci))
-    cells[_C] += level_shares(results, [task])
+    cells[_C] += shares_text(results, [task])
     in_group = any(task in results.group_subtasks.get(group, []) for group in results.groups)
     name = f" - {task}" if in_group else task  # as lm-eval indents a group's tasks
     return [name, details.mode, details.n_spans, *cells, *_extraction_cells(entry)]

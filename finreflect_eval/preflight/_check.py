@@ -55,6 +55,7 @@ def check_run(config: RunConfig, panel: Panel | None = None) -> Preflight:
     disk = disk_problem(models)
     unmet += [disk] if disk else []
     unmet += config.output_problems()
+    unmet += [panel.size_problem()] if panel and panel.size_problem() else []
     plan = render_plan(config, data, models, panel, hub.offline)
     return Preflight(list(dict.fromkeys(unmet)), plan)
 

@@ -232,7 +232,8 @@ def check_endpoint(role: str, spec: ModelSpec) -> ModelCheck:
     check = ModelCheck(role, spec, download=0)
     try:
         check_spec(spec)
-        if importlib.util.find_spec("httpx") is None and get_backend(spec.backend).remote:
+        needs_httpx = hasattr(get_backend(spec.backend), "endpoint_path")
+        if needs_httpx and importlib.util.find_spec("httpx") is None:
             check.problems.append(f"backend {spec.backend} needs httpx: {install_hint('api')}")
             return check
         answer = probe_endpoint(spec, ENDPOINT_TIMEOUT)
@@ -244,7 +245,8 @@ def check_endpoint(role: str, spec: ModelSpec) -> ModelCheck:
     elif answer.error:
         check.unmet(f"{answer.error}: start the server, or fix its URL")
     else:
-        check.source = f"endpoint {answer.shown} (HTTP {answer.status})"
+        said = f"HTTP {answer.status}" if answer.status else "connected; slow to list its models"
+        check.source = f"endpoint {answer.shown} ({said})"
     return check
 
 

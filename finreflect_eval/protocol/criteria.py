@@ -9,6 +9,7 @@ criterion's averaging); it also decides which criteria the judges are asked abou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -47,6 +48,16 @@ REASONING_WORDS = 15
 
 LEVEL_SCORES = {"good": 1.0, "partial": 0.5, "poor": 0.0}
 COMPREHENSIVENESS_LEVELS = ("good", "partial", "poor")
+
+
+def level_shares(counts: Mapping[str, int] | None) -> dict[str, float] | None:
+    """The share, in %, of the spans at each comprehensiveness level (good, partial, poor) among
+    `counts` (the spans at each); None where none is counted."""
+    total = sum((counts or {}).values())
+    if not total:
+        return None
+    return {level: 100 * counts.get(level, 0) / total for level in COMPREHENSIVENESS_LEVELS}
+
 
 CRITERIA: dict[str, Criterion] = {
     criterion.name: criterion

@@ -286,17 +286,21 @@ def writing(folder: Path) -> Iterator[None]:
             yield
         finally:
             del _HELD[folder]
+            # A folder made for a command that wrote nothing in it (refused before its first
+            # file): its lock goes while still held (no one else can have taken it), then the
+            # folder and those made for it, as if the command had not run.
+            unused = bool(created) and [path.name for path in folder.iterdir()] == [LOCK]
+            if unused:
+                (folder / LOCK).unlink()
             lock.truncate(0)
             fcntl.flock(lock, fcntl.LOCK_UN)
-            if created and [path.name for path in folder.iterdir()] == [LOCK]:
-                _remove_unused(folder, created)
+            if unused:
+                _remove_empty(created)
 
 
-def _remove_unused(folder: Path, created: list[Path]) -> None:
-    """A folder `writing` made for a command that wrote nothing in it (it was refused before
-    its first file), and the folders made for it: gone, as if the command had not run."""
-    (folder / LOCK).unlink(missing_ok=True)
-    for path in created:  # the folder, then its parents made with it
+def _remove_empty(folders: list[Path]) -> None:
+    """`folders`, innermost first, each removed while it is empty."""
+    for path in folders:
         try:
             path.rmdir()
         except OSError:  # not empty after all (another process wrote there meanwhile)

@@ -61,10 +61,13 @@ def upgrade_run(folder: Path, include_paths: list[Path] | None = None) -> list[P
         raise FinReflectError(f"{path}: field 'date': {old['date']} is not the run of its name")
     store = RunStore(folder)
     panel = (old.get("judging") or {}).get("panel")
+    # A shard's file holds every count-th span of the whole list, in order, from its index on.
+    index, step = (old["shard"]["index"], old["shard"]["count"]) if old.get("shard") else (0, 1)
     try:
         records = {
             task: [
-                _record(row, i, panel) for i, row in enumerate(_lines(store.own(info["samples"])))
+                _record(row, index + i * step, panel)
+                for i, row in enumerate(_lines(store.own(info["samples"])))
             ]
             for task, info in old["tasks"].items()
         }

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from finreflect_eval.protocol.criteria import CRITERIA, EXTRACTION_METRICS
+from finreflect_eval.protocol.criteria import CRITERIA, EXTRACTION_METRICS, level_shares
 from finreflect_eval.records import CriterionDetail
 from finreflect_eval.stats import uncertainty
 from finreflect_eval.view.source import ViewRun
@@ -79,13 +79,12 @@ def chart(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def level_text(detail: CriterionDetail) -> dict[str, str] | None:
     """For comprehensiveness: the shares of the scored spans at each level, and the score each
     level counts for (`good 40% · partial 35% · poor 25%`, `good 1 · partial 0.5 · poor 0`)."""
-    counts, levels = detail.level_counts, detail.levels
-    if not counts or not levels or not sum(counts.values()):
+    shares = level_shares(detail.level_counts)
+    if shares is None or not detail.levels:
         return None
-    total = sum(counts.values())
     return {
-        "shares": " · ".join(f"{level} {100 * n / total:.0f}%" for level, n in counts.items()),
-        "scores": " · ".join(f"{level} {score:g}" for level, score in levels.items()),
+        "shares": " · ".join(f"{level} {share:.0f}%" for level, share in shares.items()),
+        "scores": " · ".join(f"{level} {score:g}" for level, score in detail.levels.items()),
     }
 
 

@@ -244,3 +244,27 @@ def test_unicode_line_separators_in_a_text_stay_inside_their_line(tmp_path):
     span = ReviewSpan(task="t", span_id="s", doc_id=0, text=text)
     path.write_text(span.model_dump_json() + "\n" + span.model_dump_json() + "\n")
     assert [read.text for read in read_lines(ReviewSpan, path)] == [text, text]
+
+
+def test_a_format_1_shard_upgrades_with_its_spans_place_in_the_whole_list(tmp_path):
+    """A format-1 shard's samples hold every count-th span of the whole list from its index on;
+    upgraded, each keeps its place there (the run's span list names the whole list)."""
+    from finreflect_eval.runs.upgrade import upgrade_run
+
+    with tarfile.open(DATA / "run_d167a05.tar.gz") as archive:
+        archive.extractall(tmp_path, filter="data")
+    folder = tmp_path / "candidate"
+    (manifest,) = folder.glob("manifest_*.json")
+    data = json.loads(manifest.read_text())
+    data["shard"] = {"index": 1, "count": 2}
+    spans = {
+        task: len((folder / info["samples"]).read_text().splitlines())
+        for task, info in data["tasks"].items()
+    }
+    for task, info in data["tasks"].items():
+        info["span_list"] = {"count": 2 * spans[task], "sha256": "0" * 64}
+    manifest.write_text(json.dumps(data))
+    upgrade_run(folder)
+    for task, info in data["tasks"].items():
+        rows = [json.loads(line) for line in (folder / info["samples"]).open()]
+        assert [row["doc_id"] for row in rows] == list(range(1, 2 * spans[task], 2))
