@@ -16,6 +16,7 @@ from pydantic import BaseModel
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval._util.hub import check_repo_id
 from finreflect_eval._util.output_folder import (
     conflict_error,
     files_under,
@@ -325,6 +326,7 @@ def push_dataset(
     from huggingface_hub import HfApi
 
     folder = Path(folder)
+    check_repo_id(repo_id, "repo_id")
     if not (folder / "README.md").is_file():
         raise FinReflectError(f"{folder} is not a dataset folder (no README.md with configs)")
     configs = datasets.get_dataset_config_names(str(folder))

@@ -32,6 +32,7 @@ import jinja2
 import yaml
 
 from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.hub import check_repo_id
 from finreflect_eval._util.output_folder import (
     files_under,
     plan_write,
@@ -382,6 +383,7 @@ def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -
     from huggingface_hub import HfApi
 
     folder = Path(folder)
+    check_repo_id(repo_id, "repo_id")
     if read_record(folder, MARKER) is None:
         raise FinReflectError(f"{folder} is not a report `finreflect-eval view` wrote")
     api = HfApi(token=token)
