@@ -153,6 +153,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "panel": run.panel,
         "official": results.judges.official,
         "panel_note": results.judges.note(),
+        "always_agree": results.judges.always_agree,
         "run": results.run,
         "judges": run.judges,
         "dataset": results.dataset,

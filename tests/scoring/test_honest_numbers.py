@@ -56,3 +56,16 @@ def test_the_summary_counts_failed_judge_calls(tmp_path):
     assert f"judge calls failed (abstentions): judge-2 {calls} of {calls}" in results_table(results)
     clean = scored(tmp_path / "clean", "accepts_all", "rejects_all", "accepts_all")
     assert "judge calls failed" not in results_table(clean)
+
+
+def test_the_viewer_says_both(tmp_path):
+    """The report shows what Overall lacks, and that the panel never disagreed."""
+    from finreflect_eval.view import write_report
+
+    for name, responders, shown in (
+        ("unscored", ["broken_on_spans"] * 3, "n/a: no score for comprehensiveness of " + TASK),
+        ("same", ["accepts_all"] * 3, "a panel that never disagrees shows nothing by agreeing"),
+    ):
+        panel = panel_file(tmp_path / name, *responders)
+        path = scripted_run(tmp_path / name, "candidate", 6, panel, policy=ANY_FAILURES)
+        assert shown in write_report(path.parent, tmp_path / name / "report").read_text()
