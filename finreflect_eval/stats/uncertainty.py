@@ -93,19 +93,24 @@ def clustered_stderr(influence: np.ndarray) -> float:
 
 
 def clustered_t_interval(
-    estimate: float, influence: np.ndarray
+    estimate: float, influence: np.ndarray, confidence: float = CONFIDENCE
 ) -> tuple[list[float] | None, float | None]:
     """A ratio's interval from its units' linearised influences (`influence`, on the estimate's
     scale): the cluster-robust standard error (factor G/(G-1)) times Student's t with G-1
     degrees of freedom; None with fewer than two units."""
-    from scipy.stats import t as student
-
     units = len(influence)
     if units < 2:
         return None, None
     stderr = clustered_stderr(influence)
-    half = float(student.ppf(1 - (1 - CONFIDENCE) / 2, units - 1)) * stderr
+    half = t_quantile(1 - (1 - confidence) / 2, units - 1) * stderr
     return [estimate - half, estimate + half], stderr
+
+
+def t_quantile(probability: float, degrees_of_freedom: float) -> float:
+    """Student's t quantile (scipy.special's: scipy.stats takes a second to import)."""
+    from scipy.special import stdtrit
+
+    return float(stdtrit(degrees_of_freedom, probability))
 
 
 def units_of(keys: Sequence[str]) -> tuple[list[str], np.ndarray]:
@@ -209,12 +214,10 @@ class Comparison:
     def critical(self) -> float | None:
         """The multiplier of every difference's standard error; None with fewer than two
         filings (nothing shows how filings vary)."""
-        from scipy.stats import t as student
-
         filings = self.influence.shape[0]
         if filings < 2 or not self.pairs:
             return None
-        return float(student.ppf(1 - (1 - CONFIDENCE) / (2 * self.pairs), filings - 1))
+        return t_quantile(1 - (1 - CONFIDENCE) / (2 * self.pairs), filings - 1)
 
     def stderr(self, a: int, b: int) -> float:
         """The filing-clustered standard error of run a's score minus run b's."""
