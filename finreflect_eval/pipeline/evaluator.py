@@ -268,7 +268,10 @@ def score(
         run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
     policy.check(span_facts, run.folder, panel)
-    results = scoring.compute_results(run.manifest, panel, span_facts, votes, bootstrap_iters)
+    labels = run.store.human_labels(run.manifest)
+    results = scoring.compute_results(
+        run.manifest, panel, span_facts, votes, bootstrap_iters, human_labels=labels
+    )
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
     queue = review.review_queue(span_facts, votes)

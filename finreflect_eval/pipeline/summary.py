@@ -101,7 +101,42 @@ def results_table(results: Results) -> str:
         + protocol_line(results)
         + failed_calls_line(results)
         + always_agree_line(results)
+        + human_table(results)
     )
+
+
+def human_table(results: Results) -> str:
+    """The panel checked against people's labels (`review import`), where the run has any: per
+    task and criterion the labels, the panel's score and the prediction-powered one beside it,
+    and the panel's agreement with the people."""
+    rows = []
+    for task, criteria in results.human.items():
+        for name, check in criteria.items():
+            agreement = check.panel_agreement
+            rows.append(
+                [
+                    task,
+                    CRITERIA[name].letter,
+                    f"{check.audit_labels}/{check.labels}"
+                    + (f" ({check.unresolved} tied)" if check.unresolved else ""),
+                    _with_ci(check.panel, None),
+                    _with_ci(check.ppi, check.ppi_ci),
+                    _ratio_with_ci(agreement.accuracy, agreement.accuracy_ci),
+                    _ratio_with_ci(agreement.kappa, agreement.kappa_ci),
+                    alpha_text(check.alpha_with_people),
+                ]
+            )
+    if not rows:
+        return ""
+    header = ["people", "", "labels (audit/all)", "panel", "PPI", "accuracy", "κ", "α with people"]
+    note = "agreement on the audit where it has labels; PPI from the audit only"
+    return f"\nchecked against people ({note}):\n" + markdown_table(header, rows) + "\n"
+
+
+def _ratio_with_ci(value: float | None, ci: list[float] | None) -> str:
+    if value is None:
+        return "n/a"
+    return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci else "")
 
 
 def _overall_text(overall: Any, filings: int | None, by_span: str) -> str:

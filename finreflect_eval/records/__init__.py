@@ -5,8 +5,9 @@ A run folder (`OUTPUT_PATH/<model>/`) holds a `Manifest` (`manifest_<run>.json`)
 `SampleRecord` per span and task (`samples_<task>_<run>.jsonl`), and per judge panel the
 `Results` (`results_<run>_<panel>.json`) and the review queues (`ReviewItem` lines in
 `review_<task>_<run>_<panel>.jsonl`, each flagged span's text once in `ReviewSpan` lines of
-`review_spans_<task>_<run>_<panel>.jsonl`, and a CSV). `audit-judges` writes a `JudgeAudit`; a
-leaderboard entry is a `Submission`.
+`review_spans_<task>_<run>_<panel>.jsonl`, and a CSV). `review import` writes people's labels
+(`HumanLabel` lines of `human_labels_<task>_<run>.jsonl`); `audit-judges` writes a
+`JudgeAudit`; a leaderboard entry is a `Submission`.
 
 Every file (every line of a JSONL file) carries `format_version`; a file of another version is a
 one-line error (`finreflect-eval upgrade` converts runs written before versions existed).
@@ -24,6 +25,7 @@ from finreflect_eval.records.base import (
     RunId,
     SamplesName,
 )
+from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
     DatasetInfo,
     Environment,
@@ -50,9 +52,11 @@ from finreflect_eval.records.reading import (
 )
 from finreflect_eval.records.results import (
     Agreement,
+    CoderAgreement,
     CriterionDetail,
     Failures,
     FilingScores,
+    HumanCheck,
     ItemCounts,
     JudgeProtocol,
     JudgesInfo,
@@ -80,6 +84,7 @@ __all__ = [
     "MAX_DEPTH",
     "Agreement",
     "Case",
+    "CoderAgreement",
     "CriterionDetail",
     "DatasetInfo",
     "Environment",
@@ -87,6 +92,8 @@ __all__ = [
     "Feedback",
     "FileRecord",
     "FilingScores",
+    "HumanCheck",
+    "HumanLabel",
     "ItemCounts",
     "JudgeAudit",
     "JudgeMember",

@@ -114,6 +114,51 @@ class Agreement(Record):
     too little on this criterion for its scores to be trusted (flagged on the leaderboard)."""
 
 
+class CoderAgreement(Record):
+    """One coder (a judge, or the panel's majority) against the people's adjudicated labels."""
+
+    n: int
+    """Items both labelled."""
+    accuracy: float | None
+    accuracy_ci: list[float] | None
+    kappa: float | None
+    """Cohen's kappa; None where chance agreement is certain (one label only)."""
+    kappa_ci: list[float] | None
+    confusion: dict[str, dict[str, int]]
+    """People's label → the coder's label (`abstained` where it gave none) → items."""
+
+
+class HumanCheck(Record):
+    """A task's criterion checked against people (`results["human"][task][criterion]`): scores on
+    the 0–100 scale, intervals 95% and filing-clustered."""
+
+    labels: int
+    """Items with an adjudicated human label (audit and flagged)."""
+    audit_labels: int
+    """Of them, items of the random audit (what `ppi` uses)."""
+    audit_size: int | None
+    """Items the audit drew (a reviewer who skipped some leaves fewer labels than that)."""
+    unresolved: int
+    """Items whose annotators tied (no majority): left out, counted here."""
+    annotators: int
+    panel: Percent
+    """The panel's score over every item it scored, as the results report it."""
+    ppi: Percent
+    """The prediction-powered (PPI++) estimate: the panel's mean plus the tuned rectifier,
+    (people − panel) on the audit; None without audit labels."""
+    ppi_ci: list[float] | None
+    ppi_stderr: float | None
+    ppi_lambda: float | None
+    """PPI++'s power-tuning weight of the panel (0: the audit alone; 1: plain PPI)."""
+    agreement_on: Literal["audit", "flagged", "all"]
+    """Which labels the agreement figures use: the audit's where it has labels (unbiased), else
+    all (the flagged items are the hard ones: agreement there is lower by construction)."""
+    panel_agreement: CoderAgreement
+    judges: dict[str, CoderAgreement]
+    alpha_with_people: Agreement
+    """Krippendorff's α over the labelled items, the people as one more coder."""
+
+
 class ItemCounts(Record):
     n_items: int
     n_scored: int
@@ -325,6 +370,9 @@ class Results(FileRecord):
     agreement: dict[str, dict[str, Agreement]]
     """Per task and criterion."""
     filings: FilingScores | None = None
+    human: dict[str, dict[str, HumanCheck]] = {}
+    """Per task and criterion, the panel checked against people's labels (`review import`);
+    absent where the run has none."""
     judges: JudgesInfo
     dataset: DatasetInfo
     finreflect_eval_version: str
@@ -337,12 +385,14 @@ class Results(FileRecord):
         return list(self.details)
 
     @model_serializer(mode="wrap")
-    def _without_empty_groups(self, serialize: Any) -> dict[str, Any]:
+    def _without_empty_blocks(self, serialize: Any) -> dict[str, Any]:
         # As lm-eval writes it: no `groups` key at all in a run without a group (an empty one
-        # makes lm-eval's tools print an empty Groups table).
+        # makes lm-eval's tools print an empty Groups table); no `human` without people's labels.
         data = serialize(self)
         if not data.get("groups"):
             data.pop("groups", None)
+        if not data.get("human"):
+            data.pop("human", None)
         return data
 
     def to_json(self) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.models.replicas import REPLICA_ARGS
 from finreflect_eval.records import (
+    HumanLabel,
     Manifest,
     Results,
     SampleRecord,
@@ -100,6 +101,19 @@ class RunStore:
     def review_spans_path(self, run: str, task: str, panel: str) -> Path:
         """The text of the review queue's spans, once each (see `ReviewItem`)."""
         return self.own(f"review_spans_{task}_{run}_{panel}.jsonl")
+
+    def human_labels_path(self, run: str, task: str) -> Path:
+        """People's labels of the task's items (`review import`), whichever panel judged."""
+        return self.own(f"human_labels_{task}_{run}.jsonl")
+
+    def human_labels(self, manifest: Manifest) -> dict[str, list[HumanLabel]]:
+        """Per task with any, people's labels (`HumanLabel`), as `review import` wrote them."""
+        labels = {}
+        for task in manifest.tasks:
+            path = self.human_labels_path(manifest.run, task)
+            if path.exists():
+                labels[task] = read_lines(HumanLabel, path)
+        return labels
 
     def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
         """The score index of a task's samples as they are on disk now: what scoring reads of

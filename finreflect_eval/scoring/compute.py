@@ -12,14 +12,16 @@ majority for are `finreflect_eval.review.queue`'s queue.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval.records import Manifest, Results, SampleRecord
+from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord
 from finreflect_eval.scoring.groups import group_rows
+from finreflect_eval.scoring.human import human_checks
 from finreflect_eval.scoring.judged import (
     agreement_of,
     always_agree,
+    bootstrap_seed,
     filings_of,
     overall_of,
     score_judged,
@@ -88,10 +90,20 @@ def compute_results(
     span_facts: dict[str, SpanFacts],
     votes: dict[str, VoteTable],
     bootstrap_iters: int = uncertainty.BOOTSTRAP_ITERS,
+    human_labels: Mapping[str, Sequence[HumanLabel]] | None = None,
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
-    step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval)."""
+    step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval). With
+    people's labels (`review import`), the panel checked against them (`human`)."""
     judged = score_judged(manifest, panel, span_facts, votes, bootstrap_iters)
+    human = human_checks(
+        manifest,
+        span_facts,
+        votes,
+        human_labels or {},
+        seed=bootstrap_seed(manifest),
+        iterations=bootstrap_iters,
+    )
     tasks = task_rows(manifest, span_facts, judged)
     groups = group_rows(manifest, tasks, judged)
     return Results(
@@ -104,6 +116,7 @@ def compute_results(
         overall=overall_of(judged),
         agreement=agreement_of(judged),
         filings=filings_of(judged),
+        human=human,
         judges=judges_info(manifest, panel, always_agree(judged)),
         dataset=manifest.dataset,
         finreflect_eval_version=manifest.finreflect_eval_version,
