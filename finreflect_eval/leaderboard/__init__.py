@@ -1,6 +1,8 @@
 """The static leaderboard: verified submissions in, one self-contained page out.
 
 A submission is a run's results with the manifest and samples (every vote) they follow from,
+and its people's labels (`review import`) where it has any, from which its `human` block (shown
+on its row: the audit, the panel's agreement with people, the PPI estimate) is recomputed,
 stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. `submit` accepts one only when
 it is a complete run (no --limit, no shard) of a task on a dataset listed in `datasets.json` (an
 official one at any commit the run names), every score recomputed from its samples equals the
@@ -10,8 +12,9 @@ official panel), `community` (another panel) or `smoke` (the bundled sample). `b
 `index.html` (data inline, no network), `leaderboard.json` and `leaderboard.csv`, and each
 entry's report (`view` of the stored entry, under `reports/`, linked from its row); `check`
 tells which of them are stale. Modules by job: `registry` (`datasets.json`, data versions and
-the maintainer's pin), `verify`, `entries` (storage), `ranking` (paired comparisons, rank
-ranges, ties, ranking stability), `render` (with `templates/`).
+the maintainer's pin), `verify` (with `sample_checks`: the samples' spans and votes, and the
+people's labels a submission carries), `entries` (storage), `ranking` (paired comparisons, rank
+ranges, ties, ranking stability), `rows`, `render` (with `templates/`).
 
 May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`, `tasks`,
 `data`, `records`, `stats`, `protocol`, `_util`).

@@ -13,13 +13,24 @@ from finreflect_eval.leaderboard.ranking import Contender, Standing
 from finreflect_eval.pipeline.audit import PANEL_ROW
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, level_shares
 from finreflect_eval.protocol.modes import MODE_NAMES
-from finreflect_eval.records import DatasetInfo, Results
+from finreflect_eval.records import DatasetInfo, Results, Submission
 
 LETTERS = {name: criterion.letter for name, criterion in CRITERIA.items()}
 MODES = MODE_NAMES
 
 
 SECTIONS = ("official", "community", "smoke")
+HUMAN_COLUMNS = (  # an entry's audit by people (`_human`): None where it has none
+    "human_audit",
+    "human_labels",
+    "human_annotators",
+    "human_accuracy",
+    "human_kappa",
+    "human_ppi",
+    "human_panel",
+    "human_ppi_covers",
+    "human",
+)
 VERSION_ORDER = {True: 0, None: 1, False: 2}  # the pinned data version, none pinned, another
 
 
@@ -28,17 +39,19 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     overall score with its CI, its place among the entries it is compared with (`ranking`: rank
     range, ties, the difference to the next entry with its paired interval, the ranking's
     stability without each judge), the score per mode, per-criterion detail per mode, the
-    judges' α per criterion with its interval, the agreement gate, and its data version
+    judges' α per criterion with its interval, the agreement gate, its data version
     (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
-    version). Official rows get a `rank`, except those on a version other than the pinned one;
-    community and smoke rows are compared, never ranked."""
+    version), and its audit by people where the submission carried their labels (`human*`:
+    `_human`; None, never 0, without). Official rows get a `rank`, except those on a version
+    other than the pinned one; community and smoke rows are compared, never ranked."""
     rows, contenders = [], []
     for entry in entries:
         results = entry.submission.results
         by_mode = {results.details[task].mode: task for task in results.tasks}
         contenders.append(Contender.of(entry.run_id, entry.section, results))
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
-        rows.append(row | _agreement(results, by_mode) | _output_means(results))
+        row |= _agreement(results, by_mode) | _output_means(results)
+        rows.append(row | _human(entry.submission, by_mode))
     standing = ranking.standings(contenders)
     _place(rows, standing)
     return _board_order(rows, standing)
@@ -119,6 +132,60 @@ def _agreement(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
     for short in LETTERS.values():
         columns[f"alpha_{short}"] = mean_of([columns[f"{m}.alpha_{short}"] for m in MODES], 4)
     columns["below_gate"] = gated
+    return columns
+
+
+def _human(submission: Submission, by_mode: dict[str, str]) -> dict[str, Any]:
+    """The entry's audit by people, from the results' `human` block (which `verify` recomputed
+    from the labels the submission carried; None throughout without them, never 0):
+    `human_audit` (items of the random audit with a label, over every mode and criterion),
+    `human_labels` (every labelled item: audit and flagged), `human_annotators`; the panel's
+    agreement with people on the audit, `human_accuracy` (pooled over its items) and
+    `human_kappa` (Cohen's κ, the mean over the criteria); `human_ppi`, the mean of the
+    prediction-powered estimates, beside `human_panel`, the panel's mean score on the same
+    criteria (`human_ppi_covers`: which, `<mode>.<criterion>`); and `human`, per mode and
+    criterion letter, each check's figures. Not part of Overall or the ranking."""
+    checks = {
+        (mode, name): check
+        for mode, task in by_mode.items()
+        for name, check in submission.results.human.get(task, {}).items()
+    }
+    columns: dict[str, Any] = dict.fromkeys(HUMAN_COLUMNS)
+    if not checks:
+        return columns
+    audited = [c for c in checks.values() if c.agreement_on == "audit"]
+    pooled = [(c.panel_agreement.accuracy, c.panel_agreement.n) for c in audited]
+    pooled = [(value, n) for value, n in pooled if value is not None and n]
+    with_ppi = {key: c for key, c in checks.items() if c.ppi is not None}
+    annotators = {label.annotator for rows in submission.human_labels.values() for label in rows}
+    columns |= {
+        "human_audit": sum(c.audit_labels for c in checks.values()),
+        "human_labels": sum(c.labels for c in checks.values()),
+        "human_annotators": len(annotators),
+        "human_accuracy": round(sum(v * n for v, n in pooled) / sum(n for _, n in pooled), 4)
+        if pooled
+        else None,
+        "human_kappa": mean_of([c.panel_agreement.kappa for c in audited], 4),
+        "human_ppi": mean_of([c.ppi for c in with_ppi.values()]),
+        "human_panel": mean_of([c.panel for c in with_ppi.values()]) if with_ppi else None,
+        "human_ppi_covers": [f"{mode}.{name}" for mode, name in with_ppi],
+        "human": {},
+    }
+    for (mode, name), check in checks.items():
+        agreement = check.panel_agreement
+        columns["human"].setdefault(mode, {})[LETTERS[name]] = {
+            "audit": check.audit_labels,
+            "labels": check.labels,
+            "unresolved": check.unresolved,
+            "panel": check.panel,
+            "ppi": check.ppi,
+            "ppi_ci": check.ppi_ci,
+            "agreement_on": check.agreement_on,
+            "accuracy": agreement.accuracy,
+            "accuracy_ci": agreement.accuracy_ci,
+            "kappa": agreement.kappa,
+            "kappa_ci": agreement.kappa_ci,
+        }
     return columns
 
 

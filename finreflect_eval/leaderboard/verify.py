@@ -1,12 +1,12 @@
-"""Verifying what is submitted: a run's results (recomputed from its votes) or a judge audit
-(its report recomputed from its verdicts). Whatever is wrong with a run is one refusal that
-lists every reason found, each saying what to do."""
+"""Verifying what is submitted: a run's results (recomputed from its votes, and their `human`
+block from its people's labels) or a judge audit (its report recomputed from its verdicts).
+Whatever is wrong with a run is one refusal that lists every reason found, each saying what to
+do. What the samples and labels must hold first: `sample_checks`."""
 
 from __future__ import annotations
 
 import re
 import unicodedata
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,29 +14,31 @@ from typing import Any, Literal, TypeVar
 
 from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
 from finreflect_eval._util.redaction import find_secret
-from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.leaderboard.registry import (
-    RegisteredDataset,
     is_pinned,
     match_dataset,
     registered_dataset,
     registered_datasets,
     with_sample,
 )
+from finreflect_eval.leaderboard.sample_checks import (
+    derived_problems,
+    label_problems,
+    span_problems,
+    vote_problems,
+)
 from finreflect_eval.pipeline.audit import compute_report
 from finreflect_eval.pipeline.judging import available_panels, load_panel
 from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.records import (
-    DatasetInfo,
     JudgeAudit,
     Manifest,
     Results,
-    SampleRecord,
     Submission,
     parse,
     read_json,
 )
-from finreflect_eval.records.lm_eval import first_mismatch, submitted
+from finreflect_eval.records.lm_eval import submitted
 from finreflect_eval.runs.consistency import span_problem
 from finreflect_eval.runs.store import load_run, newest
 from finreflect_eval.scoring.compute import compute_results, score_tables
@@ -55,7 +57,8 @@ MAX_SUBMISSION_BYTES = 64 * 2**20
 
 def bundle_run(path: Path) -> Submission | JudgeAudit:
     """What to submit: a results file or run folder (its newest results) as a submission
-    bundle, or a judge audit file, or a bundle as it is."""
+    bundle (with the run's people's labels, where it has any), or a judge audit file, or a
+    bundle as it is."""
     path = Path(path)
     if path.is_dir():
         path = newest(path, "results_*.json")
@@ -71,7 +74,9 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     manifest = run.manifest.model_copy(update={"cache": None})
     config = results.config.model_copy(update={"use_cache": None})
     results = results.model_copy(update={"config": config})
-    return Submission(results=results, manifest=manifest, samples=samples)
+    # People's labels (`review import`), from which scoring made the results' `human` block.
+    labels = run.store.human_labels(run.manifest)
+    return Submission(results=results, manifest=manifest, samples=samples, human_labels=labels)
 
 
 def as_refusal(check: Callable[..., T]) -> Callable[..., T]:
@@ -147,31 +152,65 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
         )
     chosen = dataset.limit is not None or config.sections or config.samples is not None
     if not chosen:  # a run on chosen spans covers too few: said above
-        reasons += _span_problems(records, dataset, registered, others)
-    derived = _derived_problems(records)
-    # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
-    votes_problems = _vote_problems(records, panel, [judge.name for judge in judges])
-    reasons += derived + votes_problems
-    # Nothing follows from samples that do not hold together, and a difference would repeat a
-    # secret: recompute only without those.
-    if not derived and not votes_problems and not secrets:
-        span_facts, votes = score_tables(manifest, records, panel)
-        failed = FailurePolicy().problems(span_facts, panel)
-        reasons += [f"{line}; rerun the same command to retry them" for line in failed]
-        if not failed:  # every number must follow from the submitted samples
-            iters = config.bootstrap_iters
-            recomputed = compute_results(manifest, panel, span_facts, votes, iters)
-            difference = first_difference(
-                results.model_dump(mode="json", by_alias=True),
-                recomputed.model_dump(mode="json", by_alias=True),
-            )
-            reasons += [difference] if difference else []
+        reasons += span_problems(records, dataset, registered, others)
+    reasons += _recomputed_problems(submission, [judge.name for judge in judges], bool(secrets))
     if reasons or registered is None:
         raise Refusal(reasons)
     if registered.section == "smoke":
         return Verdict("smoke", None)
     official = is_official(panel, [m.model_dump() for m in results.judges.members])
     return Verdict("official" if official else "community", is_pinned(dataset, registered))
+
+
+def _recomputed_problems(submission: Submission, judges: list[str], secrets: bool) -> list[str]:
+    """The samples hold together (derived fields, votes), the people's labels are of them, and
+    every number of the results follows from them: recomputed from the votes, and the `human`
+    block from the labels (see `verify`; where the labels are refused, all but that block)."""
+    results, manifest, records = submission.results, submission.manifest, submission.samples
+    panel = results.judges.panel
+    derived = derived_problems(records)
+    # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
+    votes_problems = vote_problems(records, panel, judges)
+    reasons = derived + votes_problems
+    reasons += label_problems(submission.human_labels, results.run, records)
+    # Nothing follows from samples that do not hold together, and a difference would repeat a
+    # secret: recompute only without those.
+    if derived or votes_problems or secrets:
+        return reasons
+    span_facts, votes = score_tables(manifest, records, panel)
+    failed = FailurePolicy().problems(span_facts, panel)
+    if failed:
+        return reasons + [f"{line}; rerun the same command to retry them" for line in failed]
+    # Every number must follow from the submitted samples (and people's labels).
+    iters = results.config.bootstrap_iters
+    labels = {} if reasons else submission.human_labels
+    try:
+        recomputed = compute_results(manifest, panel, span_facts, votes, iters, human_labels=labels)
+    except FinReflectError as exc:  # a label scoring refuses (of an item nobody voted on)
+        reasons.append(str(exc))
+        recomputed = compute_results(manifest, panel, span_facts, votes, iters)
+    difference = _difference(results, recomputed, with_human=not reasons)
+    return reasons + ([difference] if difference else [])
+
+
+def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
+    """The first value of the submitted results that differs from the recomputed ones (but for
+    the `human` block where the labels were refused: that is said already)."""
+    submitted = results.model_dump(mode="json", by_alias=True)
+    again = recomputed.model_dump(mode="json", by_alias=True)
+    if not with_human:
+        submitted.pop("human", None)
+        again.pop("human", None)
+    difference = first_difference(submitted, again)
+    if difference and difference.startswith("human"):
+        difference = difference.replace(
+            "recomputed from the samples", "recomputed from the samples and human labels"
+        )
+        difference += (
+            "; the human block follows from the submitted human labels: submit the run folder "
+            "as `finreflect-eval score` left it after `review import`"
+        )
+    return difference
 
 
 def _secret_problems(results: Results, manifest: Manifest) -> list[str]:
@@ -271,145 +310,6 @@ def _printable_problems(text: str, what: str) -> list[str]:
     if len(text) > 200 or any(unicodedata.category(char) in ("Cc", "Cf") for char in text):
         return [f"{what} {text[:40]!r} is over 200 characters or holds control characters"]
     return []
-
-
-def _span_problems(
-    records: dict[str, list[SampleRecord]],
-    dataset: DatasetInfo,
-    registered: RegisteredDataset | None,
-    others: Sequence[Submission],
-) -> list[str]:
-    """Every task covers the same spans, each once, and all of them (no cherry-picking): for the
-    bundled sample its span list is recomputed here; for a recorded data version the span
-    count and list hash must be the recorded ones. For another version (the leaderboard does
-    not download it) what can be checked is: at most the slice's `per_stratum` spans of a
-    company's 10-K section, and the span list of the entries already on that version."""
-    problems = []
-    lists = {task: [record.span_id for record in rows] for task, rows in records.items()}
-    first_task, first = next(iter(lists.items()), ("", []))
-    for task, ids in lists.items():
-        if len(set(ids)) < len(ids):
-            problems.append(f"task {task} lists a span twice")
-        if ids != first:
-            problems.append(
-                f"task {task} covers other spans than task {first_task}: every task of a run "
-                "covers the same span list; submit the complete run"
-            )
-    if dataset.id == "sample":
-        benchmark = load_benchmark("sample", split=dataset.split, slice=dataset.slice)
-        expected = [(span.span_id, span.text) for span in benchmark.spans]
-        for task, rows in records.items():
-            if [(record.span_id, record.text) for record in rows] != expected:
-                problems.append(
-                    f"task {task} does not cover exactly the spans of the dataset slice"
-                )
-        return problems
-    if registered is not None and registered.fingerprint == dataset.fingerprint:
-        recorded = (("count", registered.spans), ("sha256", registered.span_list_sha256))
-        for task, ids in lists.items():
-            listed = span_list(ids)
-            for key, value in recorded:
-                if value is not None and listed[key] != value:
-                    problems.append(
-                        f"task {task} does not cover exactly the {registered.spans} spans of "
-                        f"'{registered.name}' (span list {key} {listed[key]}, registered {value})"
-                    )
-        return problems
-    if dataset.slice is not None:
-        for task, rows in records.items():
-            strata = Counter((record.ticker, record.section) for record in rows)
-            crowded = [(key, n) for key, n in strata.items() if n > dataset.slice.per_stratum]
-            if crowded:
-                (key, n), *_ = crowded
-                problems.append(
-                    f"task {task} has {n} spans of stratum {key} (company, section): slice "
-                    f"{dataset.slice.name} takes at most {dataset.slice.per_stratum} of each; "
-                    "submit the run of the slice"
-                )
-    version = data_version(dataset)
-    reference = next((o for o in others if data_version(o.results.dataset) == version), None)
-    if reference is not None:  # the first entry on this version fixed its span list
-        ours = span_list(first)
-        theirs = span_list([record.span_id for record in next(iter(reference.samples.values()))])
-        if ours != theirs:
-            problems.append(
-                f"the span list ({ours['count']} spans, sha256 {str(ours['sha256'])[:12]}) is "
-                f"not the one of the entries on data version {dataset.fingerprint} "
-                f"({theirs['count']} spans, sha256 {str(theirs['sha256'])[:12]}, fixed by the "
-                f"first of them, {reference.results.config.model_name}'s run "
-                f"{reference.results.run}); submit the run of the whole slice"
-            )
-    return problems
-
-
-def data_version(dataset: DatasetInfo) -> tuple:
-    """What a run's data is, for ranking: its content (fingerprint), split and slice. Runs on
-    one data version cover the same spans."""
-    return (
-        dataset.fingerprint,
-        dataset.split,
-        dataset.slice.model_dump_json() if dataset.slice else None,
-    )
-
-
-def _vote_problems(
-    records: dict[str, list[SampleRecord]], panel: str, judges: list[str]
-) -> list[str]:
-    """Each item has one vote from each panel member and nobody else, with a valid label; and
-    no judge abstained on more than the failure policy's share of its items (its failed calls
-    are counted from the samples' calls too, but the votes say it whatever the calls say)."""
-    problems = []
-    limit = FailurePolicy.max_judge_failure_share
-    for task, rows in records.items():
-        items, abstained = Counter[str](), Counter[str]()
-        malformed = None
-        for record in rows:
-            for criterion, votes in record.votes.get(panel, {}).items():
-                per_triple = CRITERIA[criterion].per == "triple"
-                n_items = len(record.triples) if per_triple else 1
-                allowed = (*CRITERIA[criterion].labels, None)
-                if per_triple and not record.triples and not any(votes.values()):
-                    continue  # no triples: nothing to vote on
-                if sorted(votes) != sorted(judges) or any(
-                    len(cast) != n_items or any(v.verdict not in allowed for v in cast)
-                    for cast in votes.values()
-                ):
-                    malformed = malformed or f"span {record.span_id}, {criterion}"
-                    continue
-                for judge, cast in votes.items():
-                    items[judge] += sum(not vote.synthetic for vote in cast)
-                    abstained[judge] += sum(v.verdict is None and not v.synthetic for v in cast)
-        if malformed:  # then the abstentions are not counted right either
-            problems.append(
-                f"task {task}, {malformed}: the votes are not one valid vote per item from each "
-                "panel judge"
-            )
-            continue
-        for judge in judges:
-            if abstained[judge] > limit * items[judge]:
-                problems.append(
-                    f"task {task}: judge {judge} abstained on {abstained[judge]} of its "
-                    f"{items[judge]} items (more than {limit * 100:g}%): a failed judge; rerun "
-                    "the same command to retry its calls"
-                )
-    return problems
-
-
-def _derived_problems(records: dict[str, list[SampleRecord]]) -> list[str]:
-    """Each sample's lm-eval hashes and per-sample metrics are what its other fields give, so
-    that the task hashes recomputed from them are of the samples submitted (the first such
-    sample of each task)."""
-    problems = []
-    for task, rows in records.items():
-        for record in rows:
-            field = first_mismatch(record)
-            if field:
-                problems.append(
-                    f"task {task}, span {record.span_id}: {field} is not what the sample's "
-                    "other fields give (edited samples?)"
-                )
-                break
-    return problems
 
 
 def _task_problems(results: Results, manifest: Manifest) -> list[str]:

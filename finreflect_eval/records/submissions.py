@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import (
     Field,
+    model_serializer,
 )
 
 from finreflect_eval.protocol.criteria import CriterionName, Label
@@ -15,6 +16,7 @@ from finreflect_eval.records.base import (
     Record,
     RunId,
 )
+from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
     DatasetInfo,
     Manifest,
@@ -72,8 +74,22 @@ class JudgeAudit(FileRecord):
 
 class Submission(FileRecord):
     """A leaderboard entry: a run's results with the manifest and samples they follow from
-    (prompts left out; every number is recomputed from the votes)."""
+    (prompts left out; every number is recomputed from the votes), and the people's labels
+    its `human` block follows from."""
 
     results: Results
     manifest: Manifest
     samples: dict[str, list[SampleRecord]]
+    human_labels: dict[str, list[HumanLabel]] = {}
+    """Per task, the run's people's labels (`human_labels_<task>_<run>.jsonl`), from which the
+    results' `human` block is recomputed; absent where the run has none (a submission written
+    before labels existed has none either)."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_labels(self, serialize: Any) -> dict[str, Any]:
+        # No `human_labels` key without labels: a stored entry's file (and the digest in its
+        # name) is the same as before the field existed.
+        data = serialize(self)
+        if not data.get("human_labels"):
+            data.pop("human_labels", None)
+        return data

@@ -46,6 +46,7 @@ from finreflect_eval.records import Submission
 from finreflect_eval.runs.store import not_a_link
 from finreflect_eval.stats.agreement import ALPHA_GATE
 from finreflect_eval.stats.metrics import code_label, vote_code
+from finreflect_eval.view.people import labels_by_doc
 from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
 from finreflect_eval.view.source import ViewRun, open_run
 from finreflect_eval.view.spans import SpanRow, compare_parts, dumps, span_meta, span_part
@@ -150,19 +151,22 @@ def _task_rows(runs: Sequence[ViewRun], task: str) -> list[SpanRow]:
     rows: dict[str, SpanRow] = {}
     first = runs[0]
     criteria = first.criteria(task)
+    people = labels_by_doc(first.human_labels.get(task, []), first.results.run, task)
     for record in first.records(task):
-        part = span_part(record, first.panel, first.judges, criteria)
+        part = span_part(record, first.panel, first.judges, criteria, people.get(record.doc_id, ()))
         rows[record.span_id] = SpanRow(record.doc_id, record.span_id, span_meta(record), [part])
     if len(runs) == 2:
         second = runs[1]
         criteria = second.criteria(task)
+        people = labels_by_doc(second.human_labels.get(task, []), second.results.run, task)
         only_b = []
         for record in second.records(task):
             row = rows.get(record.span_id)
             if row is None or len(row.parts) != 1:
                 only_b.append(record.span_id)
                 continue
-            row.parts.append(span_part(record, second.panel, second.judges, criteria))
+            labels = people.get(record.doc_id, ())
+            row.parts.append(span_part(record, second.panel, second.judges, criteria, labels))
         only_a = [span for span, row in rows.items() if len(row.parts) != 2]
         if only_a or only_b:
             shown = (only_a or only_b)[0]

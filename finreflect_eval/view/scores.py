@@ -12,11 +12,20 @@ import numpy as np
 from finreflect_eval.protocol.criteria import CRITERIA, EXTRACTION_METRICS, level_shares
 from finreflect_eval.records import CriterionDetail
 from finreflect_eval.stats import uncertainty
+from finreflect_eval.view.people import human_context
 from finreflect_eval.view.source import ViewRun
 from finreflect_eval.view.spans import dumps
 
 # What the report shows of a results file elsewhere, left out of its settings.
-SHOWN_ELSEWHERE = {"results", "details", "overall", "agreement", "filings", "higher_is_better"}
+SHOWN_ELSEWHERE = {
+    "results",
+    "details",
+    "overall",
+    "agreement",
+    "filings",
+    "higher_is_better",
+    "human",
+}
 
 
 def number(value: Any, digits: int = 1) -> str:
@@ -90,7 +99,7 @@ def level_text(detail: CriterionDetail) -> dict[str, str] | None:
 
 def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
     """What the template shows of one run: its scores per task and criterion, agreement,
-    extraction metrics and settings."""
+    extraction metrics, the check against people where it has one, and settings."""
     results = run.results
     shown = []
     for info in tasks:
@@ -122,6 +131,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
                     "counts": detail.items,
                     "agreement": agreement,
                     "levels": level_text(detail),
+                    "human": results.human.get(task, {}).get(name),
                 }
             )
         extraction = [
@@ -144,6 +154,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
                 "extraction": extraction,
                 "details": details,
                 "overall": results.overall.tasks.get(task),
+                "human": human_context(results, task, run.criteria(task), run.judges),
             }
         )
     settings = results.model_dump(mode="json", by_alias=True, exclude=SHOWN_ELSEWHERE)

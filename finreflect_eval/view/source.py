@@ -1,15 +1,16 @@
-"""What a report is made of: a scored run's manifest, one panel's results, and its samples read a
-span at a time (a run folder's samples can be gigabytes; only what the report shows is kept)."""
+"""What a report is made of: a scored run's manifest, one panel's results, its samples read a
+span at a time (a run folder's samples can be gigabytes; only what the report shows is kept),
+and people's labels of its items where it has any (`review import`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
-from finreflect_eval.records import Manifest, Results, SampleRecord, Submission, read
+from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord, Submission, read
 from finreflect_eval.records.reading import parse
 from finreflect_eval.runs.consistency import check_results, check_spans
 from finreflect_eval.runs.store import RunStore, newest, not_a_link
@@ -25,6 +26,8 @@ class ViewRun:
     """A task's sample records, in the order they are stored."""
     where: str
     """The folder or file it came from (in messages)."""
+    human_labels: dict[str, list[HumanLabel]] = field(default_factory=dict)
+    """Per task with any, people's labels of its items (`review import`)."""
 
     @property
     def panel(self) -> str:
@@ -62,6 +65,7 @@ class ViewRun:
             submission.results,
             lambda task: iter(samples.get(task, [])),
             where,
+            submission.human_labels,
         )
 
 
@@ -131,7 +135,7 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
         check_spans(manifest, path, task, doc_ids, span_ids)
         check_results(results_path, results, manifest, {task: len(doc_ids)})
 
-    return ViewRun(manifest, results, records, str(folder))
+    return ViewRun(manifest, results, records, str(folder), store.human_labels(manifest))
 
 
 def _read_records(path: Path) -> Iterator[SampleRecord]:

@@ -5,7 +5,8 @@ queue's reasons, by `metrics.Outcomes`, the rule scoring applies).
 
 Written compact (the report of a 480k-triple run is paged by these): triples as 5-string lists,
 a vote as `[code, reasoning, warning, synthetic]` with its strings as indices into the span's
-own string table (a judge repeats its phrases), labels as `metrics.vote_code` codes.
+own string table (a judge repeats its phrases), labels as `metrics.vote_code` codes; people's
+labels of its items, where it has any, as `h` (`people`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from typing import Any
 import numpy as np
 
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
-from finreflect_eval.records import SampleRecord
+from finreflect_eval.records import HumanLabel, SampleRecord
 from finreflect_eval.stats import extraction, metrics
+from finreflect_eval.view.people import people_part
 
 # An item's flag bits: the review queue's reasons (report.js reads the same bits).
 SPLIT, UNSCORED, NO_MAJORITY = 1, 2, 4
@@ -94,9 +96,14 @@ def span_meta(record: SampleRecord) -> dict[str, Any]:
 
 
 def span_part(
-    record: SampleRecord, panel: str, judges: Sequence[str], criteria: Sequence[str]
+    record: SampleRecord,
+    panel: str,
+    judges: Sequence[str],
+    criteria: Sequence[str],
+    people: Sequence[HumanLabel] = (),
 ) -> SpanPart:
-    """One run's triples and votes on a span (see the module's docstring)."""
+    """One run's triples and votes on a span (see the module's docstring), and people's labels
+    of its items where it has any (`people`: the labels of this span; `people.people_part`)."""
     strings: dict[str, int] = {"": 0}
 
     def string(text: str) -> int:
@@ -152,6 +159,10 @@ def span_part(
         "v": items_by_criterion,
         "s": list(strings),
     }
+    labelled = people_part(record, people, criteria, string) if people else None
+    if labelled:
+        data["h"] = labelled
+        data["s"] = list(strings)  # the annotators' pseudonyms too
     if record.failed:
         data["failed"] = record.failures or ["the extraction failed"]
     keys = [extraction.triple_key(t) for t in record.triples]

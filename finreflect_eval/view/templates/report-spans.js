@@ -1,7 +1,8 @@
 /* finreflect-eval view, a span as the span browser draws it: its text (the triples' subjects and
  * objects marked), each run's triples with their CheckRules failures and the panel's verdict per
- * criterion (a verdict opens every judge's vote, reasoning and warning), and the reference
- * triples. In the review queue a span shows only its queued items. After report-filters.js.
+ * criterion (a verdict opens every judge's vote, reasoning and warning, and people's labels where
+ * the item has any: view/people.py), and the reference triples. In the review queue a span shows
+ * only its queued items. After report-filters.js.
  */
 (function (R) {
   "use strict";
@@ -107,7 +108,8 @@
       if (R.review && !itemMatches(crit, item, differs)) return;
       var holder = el("div", "span-item");
       holder.append(el("span", "what", crit + " of the span"));
-      holder.append(verdictButton(holder, crit, item, part, judges, differs, filtering() && itemMatches(crit, item, differs)));
+      var open = filtering() && itemMatches(crit, item, differs);
+      holder.append(verdictButton(holder, crit, item, part, judges, differs, open, peopleOf(part, crit, 0)));
       box.append(holder);
       any = true;
     });
@@ -139,7 +141,7 @@
         var hit = filtering() && itemMatches(crit, item, differs);
         if (R.review && !hit) return;
         matched = matched || hit;
-        verdicts.append(verdictButton(li, crit, item, part, judges, differs, hit));
+        verdicts.append(verdictButton(li, crit, item, part, judges, differs, hit, peopleOf(part, crit, k)));
       });
       if (R.review && !matched) {
         hidden += 1;
@@ -159,7 +161,12 @@
     return box;
   }
 
-  function verdictButton(holder, crit, item, part, judges, differs, open) {
+  // People's labels of an item: [majority code (null: tied), audit (1/0), [[annotator, code]...]].
+  function peopleOf(part, crit, k) {
+    return (part.h && part.h[crit] && part.h[crit][String(k)]) || null;
+  }
+
+  function verdictButton(holder, crit, item, part, judges, differs, open, people) {
     var button = el("button", "verdict l" + item[0]);
     button.type = "button";
     button.append(el("abbr", null, S.criteria[crit].letter));
@@ -168,6 +175,12 @@
     if (item[1] & SPLIT) button.append(el("span", "mark split", "split"));
     if (item[1] & NO_MAJORITY) button.append(el("span", "mark nomaj", "no majority"));
     if (differs) button.append(el("span", "mark differs", "≠"));
+    if (people) {
+      var said = people[0] === null ? "tied" : TEXT[people[0]];
+      var mark = el("span", "mark people", "people: " + said);
+      mark.title = "people's label (" + (people[1] ? "random audit" : "flagged item") + ")";
+      button.append(mark);
+    }
     button.setAttribute("aria-expanded", "false");
     button.dataset.criterion = crit;
     var panel = null;
@@ -179,6 +192,7 @@
         return;
       }
       panel = votesPanel(crit, item, part, judges);
+      if (people) panel.append(peopleBlock(people, part));
       holder.append(panel);
       button.setAttribute("aria-expanded", "true");
     }
@@ -213,6 +227,26 @@
     });
     panel.append(votes);
     return panel;
+  }
+
+  function peopleBlock(people, part) {
+    var box = el("div", "people");
+    var head = el("p", "outcome");
+    head.append(el("b", null, "People: "));
+    head.append(people[0] === null ? el("span", "badge abstained", "tied") : badge(people[0]));
+    var how = people[0] === null ? "the annotators tie: unresolved, left out of the check" : "";
+    if (!how) how = people[2].length > 1 ? "the annotators' majority" : "one annotator";
+    how += people[1] ? "; an item of the random audit" : "; an item the judges were flagged on";
+    head.append(document.createTextNode(" " + how));
+    box.append(head);
+    var list = el("ul", "vote-list");
+    people[2].forEach(function (pair) {
+      var li = el("li", "person");
+      li.append(el("span", "annotator", part.s[pair[0]]), badge(pair[1]));
+      list.append(li);
+    });
+    box.append(list);
+    return box;
   }
 
   function tripleKey(triple) {

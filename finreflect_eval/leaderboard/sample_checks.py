@@ -1,0 +1,206 @@
+"""What a submission's samples and people's labels must hold before any number is recomputed
+from them: every task covers the same spans, each once, and all of them; each item has one valid
+vote from each panel judge; each sample's derived fields follow from its others; and each
+person's label is of this run, of a span it has, made on that span's very text."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from finreflect_eval._util.hashing import text_sha256
+from finreflect_eval.data import load_benchmark, span_list
+from finreflect_eval.leaderboard.registry import RegisteredDataset
+from finreflect_eval.protocol.criteria import CRITERIA
+from finreflect_eval.records import DatasetInfo, HumanLabel, SampleRecord, Submission
+from finreflect_eval.records.lm_eval import first_mismatch
+from finreflect_eval.scoring.failures import FailurePolicy
+
+
+def span_problems(
+    records: dict[str, list[SampleRecord]],
+    dataset: DatasetInfo,
+    registered: RegisteredDataset | None,
+    others: Sequence[Submission],
+) -> list[str]:
+    """Every task covers the same spans, each once, and all of them (no cherry-picking): for the
+    bundled sample its span list is recomputed here; for a recorded data version the span
+    count and list hash must be the recorded ones. For another version (the leaderboard does
+    not download it) what can be checked is: at most the slice's `per_stratum` spans of a
+    company's 10-K section, and the span list of the entries already on that version."""
+    problems = []
+    lists = {task: [record.span_id for record in rows] for task, rows in records.items()}
+    first_task, first = next(iter(lists.items()), ("", []))
+    for task, ids in lists.items():
+        if len(set(ids)) < len(ids):
+            problems.append(f"task {task} lists a span twice")
+        if ids != first:
+            problems.append(
+                f"task {task} covers other spans than task {first_task}: every task of a run "
+                "covers the same span list; submit the complete run"
+            )
+    if dataset.id == "sample":
+        benchmark = load_benchmark("sample", split=dataset.split, slice=dataset.slice)
+        expected = [(span.span_id, span.text) for span in benchmark.spans]
+        for task, rows in records.items():
+            if [(record.span_id, record.text) for record in rows] != expected:
+                problems.append(
+                    f"task {task} does not cover exactly the spans of the dataset slice"
+                )
+        return problems
+    if registered is not None and registered.fingerprint == dataset.fingerprint:
+        recorded = (("count", registered.spans), ("sha256", registered.span_list_sha256))
+        for task, ids in lists.items():
+            listed = span_list(ids)
+            for key, value in recorded:
+                if value is not None and listed[key] != value:
+                    problems.append(
+                        f"task {task} does not cover exactly the {registered.spans} spans of "
+                        f"'{registered.name}' (span list {key} {listed[key]}, registered {value})"
+                    )
+        return problems
+    if dataset.slice is not None:
+        for task, rows in records.items():
+            strata = Counter((record.ticker, record.section) for record in rows)
+            crowded = [(key, n) for key, n in strata.items() if n > dataset.slice.per_stratum]
+            if crowded:
+                (key, n), *_ = crowded
+                problems.append(
+                    f"task {task} has {n} spans of stratum {key} (company, section): slice "
+                    f"{dataset.slice.name} takes at most {dataset.slice.per_stratum} of each; "
+                    "submit the run of the slice"
+                )
+    version = data_version(dataset)
+    reference = next((o for o in others if data_version(o.results.dataset) == version), None)
+    if reference is not None:  # the first entry on this version fixed its span list
+        ours = span_list(first)
+        theirs = span_list([record.span_id for record in next(iter(reference.samples.values()))])
+        if ours != theirs:
+            problems.append(
+                f"the span list ({ours['count']} spans, sha256 {str(ours['sha256'])[:12]}) is "
+                f"not the one of the entries on data version {dataset.fingerprint} "
+                f"({theirs['count']} spans, sha256 {str(theirs['sha256'])[:12]}, fixed by the "
+                f"first of them, {reference.results.config.model_name}'s run "
+                f"{reference.results.run}); submit the run of the whole slice"
+            )
+    return problems
+
+
+def data_version(dataset: DatasetInfo) -> tuple:
+    """What a run's data is, for ranking: its content (fingerprint), split and slice. Runs on
+    one data version cover the same spans."""
+    return (
+        dataset.fingerprint,
+        dataset.split,
+        dataset.slice.model_dump_json() if dataset.slice else None,
+    )
+
+
+def vote_problems(
+    records: dict[str, list[SampleRecord]], panel: str, judges: list[str]
+) -> list[str]:
+    """Each item has one vote from each panel member and nobody else, with a valid label; and
+    no judge abstained on more than the failure policy's share of its items (its failed calls
+    are counted from the samples' calls too, but the votes say it whatever the calls say)."""
+    problems = []
+    limit = FailurePolicy.max_judge_failure_share
+    for task, rows in records.items():
+        items, abstained = Counter[str](), Counter[str]()
+        malformed = None
+        for record in rows:
+            for criterion, votes in record.votes.get(panel, {}).items():
+                per_triple = CRITERIA[criterion].per == "triple"
+                n_items = len(record.triples) if per_triple else 1
+                allowed = (*CRITERIA[criterion].labels, None)
+                if per_triple and not record.triples and not any(votes.values()):
+                    continue  # no triples: nothing to vote on
+                if sorted(votes) != sorted(judges) or any(
+                    len(cast) != n_items or any(v.verdict not in allowed for v in cast)
+                    for cast in votes.values()
+                ):
+                    malformed = malformed or f"span {record.span_id}, {criterion}"
+                    continue
+                for judge, cast in votes.items():
+                    items[judge] += sum(not vote.synthetic for vote in cast)
+                    abstained[judge] += sum(v.verdict is None and not v.synthetic for v in cast)
+        if malformed:  # then the abstentions are not counted right either
+            problems.append(
+                f"task {task}, {malformed}: the votes are not one valid vote per item from each "
+                "panel judge"
+            )
+            continue
+        for judge in judges:
+            if abstained[judge] > limit * items[judge]:
+                problems.append(
+                    f"task {task}: judge {judge} abstained on {abstained[judge]} of its "
+                    f"{items[judge]} items (more than {limit * 100:g}%): a failed judge; rerun "
+                    "the same command to retry its calls"
+                )
+    return problems
+
+
+def derived_problems(records: dict[str, list[SampleRecord]]) -> list[str]:
+    """Each sample's lm-eval hashes and per-sample metrics are what its other fields give, so
+    that the task hashes recomputed from them are of the samples submitted (the first such
+    sample of each task)."""
+    problems = []
+    for task, rows in records.items():
+        for record in rows:
+            field = first_mismatch(record)
+            if field:
+                problems.append(
+                    f"task {task}, span {record.span_id}: {field} is not what the sample's "
+                    "other fields give (edited samples?)"
+                )
+                break
+    return problems
+
+
+def label_problems(
+    labels: dict[str, list[HumanLabel]], run: str, records: dict[str, list[SampleRecord]]
+) -> list[str]:
+    """People's labels (`Submission.human_labels`): each of a task of the run, under its own
+    task, of this run, of a span the task's samples hold (its id and line), made on that span's
+    text (its sha256). The first problem of each task, naming the label; what scoring makes of
+    them (the results' `human` block) is recomputed after."""
+    problems = []
+    for task, task_labels in labels.items():
+        rows = records.get(task)
+        if rows is None:
+            problems.append(
+                f"human labels of task '{task}', which the run does not have; submit the run's "
+                "own human_labels files"
+            )
+            continue
+        spans = {record.span_id: record for record in rows}
+        hashes: dict[str, str] = {}
+        for label in task_labels:
+            problem = _label_problem(label, task, run, spans, hashes)
+            if problem:
+                where = f"human label of span {label.span_id!r} ({task}, {label.criterion})"
+                problems.append(f"{where}: {problem}")
+                break
+    return problems
+
+
+def _label_problem(
+    label: HumanLabel,
+    task: str,
+    run: str,
+    spans: dict[str, SampleRecord],
+    hashes: dict[str, str],
+) -> str | None:
+    if label.task != task or label.run != run:
+        return f"made for run {label.run}, task {label.task}, not this run's {task}"
+    record = spans.get(label.span_id)
+    if record is None or record.doc_id != label.doc_id:
+        return "the run has no such span (id and line)"
+    if label.span_id not in hashes:
+        hashes[label.span_id] = text_sha256(record.text)
+    if hashes[label.span_id] != label.span_sha256:
+        return (
+            f"made on other text than the run's span (span_sha256 {label.span_sha256[:12]}…, "
+            f"the span's {hashes[label.span_id][:12]}…): labels travel with the run they were "
+            "made on"
+        )
+    return None
