@@ -8,13 +8,14 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 
-from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.leaderboard.registry import RegisteredDataset
 from finreflect_eval.protocol.criteria import CRITERIA
-from finreflect_eval.records import DatasetInfo, HumanLabel, SampleRecord, Submission
+from finreflect_eval.records import DatasetInfo, HumanLabel, Manifest, SampleRecord, Submission
 from finreflect_eval.records.lm_eval import first_mismatch
 from finreflect_eval.scoring.failures import FailurePolicy
+from finreflect_eval.scoring.label_checks import label_problems as checked_labels
+from finreflect_eval.scoring.span_facts import SpanFacts
 
 
 def span_problems(
@@ -157,50 +158,20 @@ def derived_problems(records: dict[str, list[SampleRecord]]) -> list[str]:
 
 
 def label_problems(
-    labels: dict[str, list[HumanLabel]], run: str, records: dict[str, list[SampleRecord]]
+    labels: dict[str, list[HumanLabel]], manifest: Manifest, records: dict[str, list[SampleRecord]]
 ) -> list[str]:
-    """People's labels (`Submission.human_labels`): each of a task of the run, under its own
-    task, of this run, of a span the task's samples hold (its id and line), made on that span's
-    text (its sha256). The first problem of each task, naming the label; what scoring makes of
-    them (the results' `human` block) is recomputed after."""
+    """People's labels (`Submission.human_labels`): under tasks of the run, and each of them as
+    scoring takes it (`scoring.label_checks`: of this run and task, of a span the samples hold,
+    made on its text, an audit label drawn by the audit it names). The first problem of each
+    task; what scoring makes of them (the results' `human` block) is recomputed after."""
     problems = []
     for task, task_labels in labels.items():
-        rows = records.get(task)
-        if rows is None:
+        if task not in records or task not in manifest.tasks:
             problems.append(
                 f"human labels of task '{task}', which the run does not have; submit the run's "
                 "own human_labels files"
             )
             continue
-        spans = {record.span_id: record for record in rows}
-        hashes: dict[str, str] = {}
-        for label in task_labels:
-            problem = _label_problem(label, task, run, spans, hashes)
-            if problem:
-                where = f"human label of span {label.span_id!r} ({task}, {label.criterion})"
-                problems.append(f"{where}: {problem}")
-                break
+        facts = SpanFacts.from_records(records[task], [])
+        problems += checked_labels(manifest, task, facts, task_labels)[:1]
     return problems
-
-
-def _label_problem(
-    label: HumanLabel,
-    task: str,
-    run: str,
-    spans: dict[str, SampleRecord],
-    hashes: dict[str, str],
-) -> str | None:
-    if label.task != task or label.run != run:
-        return f"made for run {label.run}, task {label.task}, not this run's {task}"
-    record = spans.get(label.span_id)
-    if record is None or record.doc_id != label.doc_id:
-        return "the run has no such span (id and line)"
-    if label.span_id not in hashes:
-        hashes[label.span_id] = text_sha256(record.text)
-    if hashes[label.span_id] != label.span_sha256:
-        return (
-            f"made on other text than the run's span (span_sha256 {label.span_sha256[:12]}…, "
-            f"the span's {hashes[label.span_id][:12]}…): labels travel with the run they were "
-            "made on"
-        )
-    return None

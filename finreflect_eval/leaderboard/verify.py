@@ -172,7 +172,7 @@ def _recomputed_problems(submission: Submission, judges: list[str], secrets: boo
     # Before anything reads the votes: a malformed one is named, not a traceback of scoring.
     votes_problems = vote_problems(records, panel, judges)
     reasons = derived + votes_problems
-    reasons += label_problems(submission.human_labels, results.run, records)
+    reasons += label_problems(submission.human_labels, manifest, records)
     # Nothing follows from samples that do not hold together, and a difference would repeat a
     # secret: recompute only without those.
     if derived or votes_problems or secrets:

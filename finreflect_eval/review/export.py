@@ -13,19 +13,17 @@ import numpy as np
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.output_folder import plan_write, read_record, write_record
 from finreflect_eval._util.version import __version__
-from finreflect_eval.protocol.criteria import CRITERION_NAMES, EXTRACTION_METRICS
+from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import Manifest
-from finreflect_eval.review import audit
 from finreflect_eval.review.label_studio import Item
 from finreflect_eval.review.queue import review_queue
 from finreflect_eval.runs.store import load_run, not_a_link, write_atomic
 from finreflect_eval.scoring.compute import choose_panel, score_tables
+from finreflect_eval.scoring.label_checks import SPAN, judged
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
-from finreflect_eval.stats import metrics
+from finreflect_eval.stats import audit, metrics
 from finreflect_eval.stats.uncertainty import units_of
-
-SPAN = -1  # the triple index of a span's item (comprehensiveness)
 
 
 @dataclass
@@ -37,12 +35,6 @@ class Export:
     audit: dict[str, tuple[int, int]] = field(default_factory=dict)
     """Per task: the triples and the spans the audit drew."""
     flagged: int = 0
-
-
-def judged_criteria(manifest: Manifest, task: str) -> list[str]:
-    return [
-        m.metric for m in manifest.tasks[task].metric_list if m.metric not in EXTRACTION_METRICS
-    ]
 
 
 def export_items(
@@ -60,16 +52,15 @@ def export_items(
     where `show_judges`."""
     export = Export()
     for task, facts in span_facts.items():
-        criteria = judged_criteria(manifest, task)
+        criteria = judged(manifest, task)
         export.criteria.update(criteria)
         chosen: dict[tuple[int, int], list] = {}  # (span row, triple index) → sample, flags
         if audit_size:
             drawn = _draw(facts, audit_size, seed, "comprehensiveness" in criteria)
             export.audit[task] = (len(drawn[0][0]), len(drawn[1][0]))
-            for kind, (rows, indices) in enumerate(drawn):
-                size = export.audit[task][kind]
+            for rows, indices in drawn:
                 for row, index in zip(rows.tolist(), indices.tolist(), strict=True):
-                    chosen[row, index] = ["audit", size, []]
+                    chosen[row, index] = ["audit", audit_size, []]
         if queue:
             _add_flagged(chosen, facts, votes[task])
         export.flagged += sum(1 for entry in chosen.values() if entry[0] == "flagged")
@@ -96,13 +87,8 @@ def _draw(
     """The audit's triples and spans, as (span rows, triple indices)."""
     _, span_filings = units_of(facts.python_values("filing"))
     counts = facts.table.column("triples").combine_chunks().value_lengths().to_numpy()
-    triple_rows = np.repeat(np.arange(len(facts)), counts)
-    triple_indices = np.arange(len(triple_rows)) - np.repeat(np.cumsum(counts) - counts, counts)
-    picked = audit.draw(span_filings[triple_rows], size, seed)
-    triples = (triple_rows[picked], triple_indices[picked])
-    n_spans = audit.span_share(len(triple_rows), len(facts), size) if with_spans else 0
-    spans = audit.draw(span_filings, n_spans, seed + 1)
-    return triples, (spans, np.full(len(spans), SPAN))
+    rows, indices, spans = audit.audit_items(span_filings, counts, size, seed, with_spans)
+    return (rows, indices), (spans, np.full(len(spans), SPAN))
 
 
 def _items(
@@ -139,7 +125,7 @@ def _items(
                 triple=next(of_triple) if triple_wanted else None,
                 triple_index=index if triple_wanted else None,
                 sample=sample,
-                audit_size=size,
+                audit_sample=size,
                 audit_seed=seed if sample == "audit" else None,
                 flagged_for=tuple(flagged_for),
                 judges=None if judges is None else judges.get((row, index), ""),

@@ -47,7 +47,8 @@ class Item:
     triple: Sequence[str] | None
     triple_index: int | None
     sample: str
-    audit_size: int | None
+    audit_sample: int | None
+    """The audit's size as asked (`--audit-sample N`; None outside the audit)."""
     audit_seed: int | None
     flagged_for: tuple[str, ...]
     judges: str | None
@@ -69,7 +70,7 @@ class Item:
             "triple": triple,
             "kind": "span" if self.triple is None else "triple",
             "sample": self.sample,
-            "audit_size": self.audit_size,
+            "audit_sample": self.audit_sample,
             "audit_seed": self.audit_seed,
             "flagged_for": list(self.flagged_for),
             "span_sha256": self.span_sha256,

@@ -8,12 +8,15 @@ annotation is left out, a partial one gives the labels it has; the same task or 
 twice counts once, and an annotator who labelled an item twice keeps the latest label.
 Annotators are pseudonymised (a hash of the run and their Label Studio user id; no e-mail is
 kept). Importing merges into what earlier imports wrote (the same annotator's label of the same
-item replaced, nothing else touched), so importing the same export twice changes nothing.
+item replaced by the later made, nothing else touched), so importing the same export twice
+changes nothing, and an older export never undoes a newer label. What each task shows people
+(the span's text, its marked text, the triple, the heading) must be what the run's item shows.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,9 +28,10 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES, TRIPLE_CRITERIA
 from finreflect_eval.records import HumanLabel, Manifest, read_lines
-from finreflect_eval.review.label_studio import ANSWERS
+from finreflect_eval.review.label_studio import ANSWERS, Item
 from finreflect_eval.runs.store import RunStore, load_run, write_atomic, writing
 from finreflect_eval.scoring.compute import facts_from_records
+from finreflect_eval.scoring.label_checks import judged
 from finreflect_eval.scoring.span_facts import TRIPLE_FIELDS, SpanFacts
 
 _Key = tuple[str, str, int | None, str, str]  # task, span, triple index, criterion, annotator
@@ -53,71 +57,93 @@ def read_export(data: Any, manifest: Manifest, span_facts: Mapping[str, SpanFact
     """The labels of a Label Studio JSON export (a list of tasks) of this run's items."""
     if not isinstance(data, list):
         raise FinReflectError("not a Label Studio JSON export (a list of tasks)")
-    spans = {task: _Spans(facts) for task, facts in span_facts.items()}
+    spans = {task: _Spans(task, facts) for task, facts in span_facts.items()}
+    asked = {task: set(judged(manifest, task)) for task in span_facts}
     imported, seen_tasks, seen_annotations = Imported(), set(), set()
-    latest: dict[_Key, tuple[str, HumanLabel]] = {}
+    latest: dict[_Key, HumanLabel] = {}
     for number, task in enumerate(data, 1):
-        name = f"task {task.get('id', f'#{number}')}" if isinstance(task, dict) else f"#{number}"
+        task_id = task.get("id") if isinstance(task, dict) else None
+        name = f"task {task_id if _is_id(task_id) else f'#{number}'}"
         item = _item(task, name, manifest, spans, imported.refused)
         if item is None:
             continue
-        if task.get("id") is not None and task["id"] in seen_tasks:
+        if task_id in seen_tasks:
             imported.duplicates += 1
             continue
-        seen_tasks.add(task.get("id"))
+        seen_tasks.add(task_id)
         imported.tasks += 1
-        for annotation in task.get("annotations") or []:
-            where = (
-                f"{name} annotation {annotation.get('id') if isinstance(annotation, dict) else '?'}"
-            )
-            if not isinstance(annotation, dict):
-                imported.refused.append(f"{where}: not an annotation")
+        for annotation in task["annotations"]:
+            annotation_id = annotation.get("id") if isinstance(annotation, dict) else None
+            where = f"{name} annotation {annotation_id if _is_id(annotation_id) else '?'}"
+            if not isinstance(annotation, dict) or not isinstance(annotation.get("result"), list):
+                imported.refused.append(
+                    f"{where}: not an annotation (no list of results); left out"
+                )
                 continue
             if annotation.get("was_cancelled"):
                 imported.cancelled += 1
                 continue
-            if annotation.get("id") is not None:
-                if annotation["id"] in seen_annotations:
-                    imported.duplicates += 1
-                    continue
-                seen_annotations.add(annotation["id"])
-            for label in _labels(annotation, where, item, manifest.run, imported.refused):
-                key = (
-                    label.task,
-                    label.span_id,
-                    label.triple_index,
-                    label.criterion,
-                    label.annotator,
-                )
-                when = str(annotation.get("updated_at") or annotation.get("created_at") or "")
+            if annotation_id in seen_annotations:
+                imported.duplicates += 1
+                continue
+            if _is_id(annotation_id):
+                seen_annotations.add(annotation_id)
+            made = _labels(annotation, where, item, asked[item["task"]], manifest.run)
+            imported.refused += made.refused
+            for label in made.labels:
+                key = _key(label)
                 if key in latest:
                     imported.duplicates += 1
-                    if latest[key][0] > when:
-                        continue
-                latest[key] = (when, label)
-    for _, label in latest.values():
+                latest[key] = _newer(latest.get(key), label)
+    for label in latest.values():
         imported.labels.setdefault(label.task, []).append(label)
     return imported
 
 
+def _is_id(value: Any) -> bool:
+    """Label Studio's ids are numbers (anything else is refused, never written)."""
+    return type(value) is int and value >= 0
+
+
 class _Spans:
-    """A task's spans by id: their row, doc_id, text hash (made when first asked) and triples."""
+    """A task's spans by id: their row and doc_id, and what a Label Studio task of one of their
+    items shows (`Item.data`), made when first asked."""
 
-    def __init__(self, facts: SpanFacts) -> None:
-        self.facts = facts
+    def __init__(self, task: str, facts: SpanFacts) -> None:
+        self.task, self.facts = task, facts
         self.row = {span_id: row for row, span_id in enumerate(facts.python_values("span_id"))}
-        self._sha: dict[int, str] = {}
 
-    def sha256(self, row: int) -> str:
-        if row not in self._sha:
-            self._sha[row] = text_sha256(self.facts.table.column("text")[row].as_py())
-        return self._sha[row]
-
-    def triple(self, row: int, index: int) -> str | None:
+    def shown(self, run: str, row: int, index: int | None) -> dict[str, Any] | None:
+        """What the item's task shows people (its text, marked text, triple and heading); None
+        where the span has no such triple."""
         triples = self.facts.table.column("triples")[row].as_py()
-        if not 0 <= index < len(triples):
+        if index is not None and not 0 <= index < len(triples):
             return None
-        return " | ".join(triples[index][name] for name in TRIPLE_FIELDS)
+        text = self.facts.table.column("text")[row].as_py()
+        as_text = [tuple(triple[name] for name in TRIPLE_FIELDS) for triple in triples]
+        item = Item(
+            run=run,
+            task=self.task,
+            span_id=self.facts.python_values("span_id")[row],
+            doc_id=int(self.facts.column("doc_id")[row]),
+            filing=self.facts.table.column("filing")[row].as_py(),
+            text=text,
+            span_sha256=text_sha256(text),
+            triple=None if index is None else as_text[index],
+            triple_index=index,
+            sample="audit",
+            audit_sample=None,
+            audit_seed=None,
+            flagged_for=(),
+            judges=None,
+            span_triples=tuple(" | ".join(t) for t in as_text) if index is None else (),
+        )
+        return {key: item.data()[key] for key in SHOWN}
+
+
+SHOWN = ("span_sha256", "text", "html", "triple", "heading")
+"""What people see of an item (and its text's hash): an export whose task shows anything else
+was not made from this run."""
 
 
 def _item(
@@ -126,9 +152,14 @@ def _item(
     """The task's item (its checked `data`), or None with the refusal's line."""
     data = task.get("data") if isinstance(task, dict) else None
     problem = _problem(data, manifest, spans)
+    if problem is None and not isinstance(task.get("annotations", []), list):
+        problem = "its annotations are not a list"
+    if problem is None and task.get("id") is not None and not _is_id(task["id"]):
+        problem = "its id is not Label Studio's (a number)"
     if problem:
         refused.append(f"{name}: {problem}; refused")
         return None
+    task.setdefault("annotations", [])
     return data
 
 
@@ -144,75 +175,91 @@ def _problem(data: Any, manifest: Manifest, spans: dict[str, _Spans]) -> str | N
     row = of_task.row.get(span_id) if isinstance(span_id, str) else None
     if row is None or data.get("doc_id") != int(of_task.facts.column("doc_id")[row]):
         return f"span {str(span_id)[:60]!r} is not a span of {task} in this run"
-    text = data.get("text")
-    if data.get("span_sha256") != of_task.sha256(row) or (
-        text is not None and (not isinstance(text, str) or text_sha256(text) != of_task.sha256(row))
-    ):
-        return f"the text of span {span_id} differs from the run's (sha256)"
     if data.get("sample") not in ("audit", "flagged"):
         return f"sample {str(data.get('sample'))[:20]!r} is neither audit nor flagged"
     index = data.get("triple_index")
-    if index is not None:
-        if type(index) is not int or of_task.triple(row, index) is None:
-            return f"span {span_id} has no triple {str(index)[:20]}"
-        if data.get("triple") != of_task.triple(row, index):
-            return f"triple {index} of span {span_id} differs from the run's"
-    for key in ("audit_size", "audit_seed"):
-        if data.get(key) is not None and type(data[key]) is not int:
-            return f"{key} is not a number"
+    if index is not None and (type(index) is not int or index < 0):
+        return f"triple_index {str(index)[:20]} is not a triple's place"
+    shown = of_task.shown(manifest.run, row, index)
+    if shown is None:
+        return f"span {span_id} has no triple {index}"
+    changed = [key for key in SHOWN if data.get(key) != shown[key]]
+    if changed:
+        where = f"span {span_id}" + ("" if index is None else f", triple {index}")
+        return f"what it shows ({', '.join(changed)}) differs from the run's item ({where})"
+    audit = [data.get("audit_sample"), data.get("audit_seed")]
+    if data["sample"] == "audit" and not all(type(v) is int for v in audit):
+        return "an audit task without its audit_sample and audit_seed (numbers)"
     return None
 
 
-def _labels(
-    annotation: dict, where: str, data: dict, run: str, refused: list[str]
-) -> list[HumanLabel]:
+@dataclass
+class _Made:
+    labels: list[HumanLabel] = field(default_factory=list)
+    refused: list[str] = field(default_factory=list)
+
+
+def _labels(annotation: dict, where: str, data: dict, asked: set[str], run: str) -> _Made:
     """The labels of one annotation; a result that is not a choice this item asks is refused."""
+    made = _Made()
     annotator = pseudonym(run, annotation.get("completed_by"))
     if annotator is None:
-        refused.append(f"{where}: no annotator (completed_by); refused")
-        return []
-    labels = []
-    asked = TRIPLE_CRITERIA if data["triple_index"] is not None else ("comprehensiveness",)
-    for result in annotation.get("result") or []:
+        made.refused.append(f"{where}: no annotator (completed_by); refused")
+        return made
+    per = TRIPLE_CRITERIA if data["triple_index"] is not None else ("comprehensiveness",)
+    when = annotation.get("updated_at") or annotation.get("created_at")
+    for result in annotation["result"]:
         if not isinstance(result, dict) or result.get("type") != "choices":
             continue  # not one of our controls (a comment, a relation): not a label
         criterion = result.get("from_name")
-        choices = (
-            (result.get("value") or {}).get("choices")
-            if isinstance(result.get("value"), dict)
-            else None
-        )
+        value = result.get("value")
+        choices = value.get("choices") if isinstance(value, dict) else None
         if criterion not in CRITERION_NAMES:
-            refused.append(f"{where}: no criterion {str(criterion)[:40]!r}; left out")
+            made.refused.append(f"{where}: no criterion {str(criterion)[:40]!r}; left out")
             continue
-        if criterion not in asked:
-            refused.append(f"{where}: {criterion} is not asked of this item; left out")
+        if criterion not in per or criterion not in asked:
+            made.refused.append(f"{where}: {criterion} is not asked of this item; left out")
             continue
         allowed = [c for c, label in ANSWERS.items() if label in CRITERIA[criterion].labels]
         if not isinstance(choices, list) or len(choices) != 1 or choices[0] not in allowed:
-            refused.append(f"{where}: {criterion} must be one of {'/'.join(allowed)}; left out")
+            made.refused.append(
+                f"{where}: {criterion} must be one of {'/'.join(allowed)}; left out"
+            )
             continue
+        audit = data["sample"] == "audit"
         try:
-            labels.append(
-                HumanLabel(
-                    run=run,
-                    task=data["task"],
-                    span_id=data["span_id"],
-                    doc_id=data["doc_id"],
-                    span_sha256=data["span_sha256"],
-                    criterion=criterion,
-                    triple_index=data["triple_index"],
-                    sample=data["sample"],
-                    audit_size=data.get("audit_size") if data["sample"] == "audit" else None,
-                    audit_seed=data.get("audit_seed") if data["sample"] == "audit" else None,
-                    annotator=annotator,
-                    label=ANSWERS[choices[0]],
-                    source=f"label-studio {where}"[:200],
-                )
+            label = HumanLabel(
+                run=run,
+                task=data["task"],
+                span_id=data["span_id"],
+                doc_id=data["doc_id"],
+                span_sha256=data["span_sha256"],
+                criterion=criterion,
+                triple_index=data["triple_index"],
+                sample=data["sample"],
+                audit_sample=data["audit_sample"] if audit else None,
+                audit_seed=data["audit_seed"] if audit else None,
+                annotator=annotator,
+                label=ANSWERS[choices[0]],
+                source=f"label-studio {where}",
+                annotated_at=when if isinstance(when, str) and _TIME.match(when) else None,
             )
         except ValidationError as exc:
-            refused.append(f"{where}: {exc.errors()[0]['msg']}; left out")
-    return labels
+            made.refused.append(f"{where}: {exc.errors()[0]['msg']}; left out")
+            continue
+        made.labels.append(label)
+    return made
+
+
+_TIME = re.compile(r"^[0-9T:.+\-Z ]{1,40}$")
+
+
+def _newer(earlier: HumanLabel | None, label: HumanLabel) -> HumanLabel:
+    """Of two labels of one annotator and item, the later made (by Label Studio's clock; one
+    without a time is the older)."""
+    if earlier is None:
+        return label
+    return label if (label.annotated_at or "") >= (earlier.annotated_at or "") else earlier
 
 
 def pseudonym(run: str, completed_by: Any) -> str | None:
@@ -236,7 +283,9 @@ def merge(store: RunStore, manifest: Manifest, imported: Imported) -> dict[str, 
     for task, new in imported.labels.items():
         path = store.human_labels_path(manifest.run, task)
         earlier = read_lines(HumanLabel, path) if path.exists() else []
-        merged = {_key(label): label for label in earlier} | {_key(label): label for label in new}
+        merged = {_key(label): label for label in earlier}
+        for label in new:
+            merged[_key(label)] = _newer(merged.get(_key(label)), label)
         ordered = sorted(merged.values(), key=_order)
         write_atomic(path, "".join(label.model_dump_json() + "\n" for label in ordered))
         written[task] = len(ordered)

@@ -19,10 +19,10 @@ import numpy as np
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.tables import markdown_table
 from finreflect_eval.protocol.criteria import CRITERIA
-from finreflect_eval.review.export import judged_criteria
 from finreflect_eval.runs.store import load_run
 from finreflect_eval.scoring.compute import choose_panel, score_tables
 from finreflect_eval.scoring.human import adjudicate, panel_items
+from finreflect_eval.scoring.label_checks import judged, label_problems
 from finreflect_eval.stats import human, metrics
 
 DEFAULT_DISAGREEMENT = 0.15
@@ -57,13 +57,19 @@ def plan_run(
         run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
     labels = run.store.human_labels(run.manifest)
+    for task, task_labels in labels.items():
+        problems = (
+            label_problems(run.manifest, task, facts[task], task_labels) if task in facts else []
+        )
+        if problems:
+            raise FinReflectError(problems[0])
     rows = []
     for task in facts:
         levels = {m.metric: m.levels for m in run.manifest.tasks[task].metric_list}
-        for name in judged_criteria(run.manifest, task):
+        for name in judged(run.manifest, task):
             items = panel_items(facts[task], votes[task], name, levels[name])
             mine = [label for label in labels.get(task, []) if label.criterion == name]
-            people = adjudicate(facts[task], votes[task], items, mine) if mine else None
+            people = adjudicate(votes[task], items, mine) if mine else None
             rows.append(_row(task, name, items, people, levels[name], halfwidth, disagreement))
     return rows
 
@@ -113,7 +119,10 @@ def _rectifier(items, people, levels, disagreement) -> tuple[float, float, str]:
                 y, yhat, items.units[audited], yhat, items.units[audited], items.n_units
             )
             lam = pilot.lam or 0.0
-            return float(np.var(y - lam * yhat, ddof=1)), lam, f"{len(audited)} audit labels"
+            # As the PPI interval takes it: at least the variance of `UNSEEN` disagreements.
+            rate = human.UNSEEN / (len(y) + 2 * human.UNSEEN)
+            variance = max(float(np.var(y - lam * yhat, ddof=1)), rate * (1 - rate))
+            return variance, lam, f"{len(audited)} audit labels"
     rate = DEFAULT_DISAGREEMENT if disagreement is None else disagreement
     return rate, 1.0, f"disagreement {rate:g} (stated)" if disagreement else f"prior {rate:g}"
 

@@ -10,14 +10,12 @@ the items it scored (two valid votes or more), as its own score counts them.
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES, EXTRACTION_METRICS
 from finreflect_eval.records import (
     Agreement,
@@ -26,11 +24,15 @@ from finreflect_eval.records import (
     HumanLabel,
     Manifest,
 )
+from finreflect_eval.scoring.label_checks import audit_counts, label_problems
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import human, metrics, uncertainty
 
 PANEL = "panel"  # the panel's majority, as a coder beside the judges
+# A triple criterion a task averages per span (macro) is not a mean over items: PPI estimates
+# the item mean, so it says nothing of that score.
+_NO_PPI = {"ppi": None, "ppi_ci": None, "ppi_stderr": None, "ppi_lambda": None}
 
 
 @dataclass(frozen=True)
@@ -42,7 +44,6 @@ class Adjudicated:
     audit: np.ndarray
     unresolved: int
     annotators: int
-    audit_size: int | None
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ class PanelItems:
 
     rows: np.ndarray
     codes: np.ndarray
-    """Items × judges."""
+    """Items × judges; `metrics.ABSENT` where a rule, not the judge, gave the vote."""
     label: np.ndarray
     """The panel's majority label code; `metrics.ABSTAINED` where unscored."""
     score: np.ndarray
@@ -75,7 +76,10 @@ def human_checks(
         if task not in span_facts or not task_labels:
             continue
         facts, table = span_facts[task], votes[task]
-        _check_labels(manifest, task, facts, task_labels)
+        problems = label_problems(manifest, task, facts, task_labels)
+        if problems:
+            raise FinReflectError(problems[0])
+        drawn = audit_counts(manifest, task, facts, task_labels)
         _, span_units = uncertainty.units_of(facts.python_values("filing"))
         for spec in manifest.tasks[task].metric_list:
             name = spec.metric
@@ -83,10 +87,13 @@ def human_checks(
             if name in EXTRACTION_METRICS or not mine:
                 continue
             items = panel_items(facts, table, name, spec.levels, span_units)
-            people = adjudicate(facts, table, items, mine)
+            people = adjudicate(table, items, mine)
+            audit_size = None if drawn is None else drawn[CRITERIA[name].per == "span"]
+            aggregation = spec.aggregation or CRITERIA[name].aggregation
+            per_item = CRITERIA[name].per == "span" or aggregation == "micro"
             checks.setdefault(task, {})[name] = _check(
                 items, people, list(table.judges), name, spec.levels, seed, iterations
-            )
+            ).model_copy(update={"audit_size": audit_size} | ({} if per_item else _NO_PPI))
     return checks
 
 
@@ -101,6 +108,8 @@ def panel_items(
     each span's filing as an index, when the caller has them)."""
     rows = np.flatnonzero(table.criteria() == CRITERION_NAMES.index(criterion))
     codes = table.codes(rows)
+    # A rule's vote (no triples: poor) is no judge's: the judges' agreement leaves it out.
+    judged = np.where(table.column("synthetic")[rows][:, None], metrics.ABSENT, codes)
     scores = metrics.code_scores(levels)
     outcome = metrics.Outcomes.of(codes, np.full(len(rows), len(table.judges)), scores)
     if span_units is None:
@@ -108,7 +117,7 @@ def panel_items(
     spans = np.searchsorted(facts.column("doc_id"), table.column("doc_id")[rows])
     return PanelItems(
         rows=rows,
-        codes=codes,
+        codes=judged.astype(np.int8),
         label=np.where(outcome.scored, outcome.label, metrics.ABSTAINED),
         score=np.where(outcome.scored, outcome.score, np.nan),
         units=span_units[spans],
@@ -116,11 +125,10 @@ def panel_items(
     )
 
 
-def adjudicate(
-    facts: SpanFacts, table: VoteTable, items: PanelItems, labels: Sequence[HumanLabel]
-) -> Adjudicated:
-    """People's labels of one criterion, one per item: its annotators' majority; an item they
-    tie on is left out (counted), as is a label of an item the panel has no vote on."""
+def adjudicate(table: VoteTable, items: PanelItems, labels: Sequence[HumanLabel]) -> Adjudicated:
+    """People's labels of one criterion, one per item: the label more than half its annotators
+    gave (`stats.human.majority`); an item without one is left out and counted. A label of an
+    item the panel has no vote on (edited samples) is a one-line error."""
     positions = _item_positions(table, items, labels)
     by_item: dict[int, list[HumanLabel]] = {}
     for label, at in zip(labels, positions.tolist(), strict=True):
@@ -132,21 +140,19 @@ def adjudicate(
         by_item.setdefault(at, []).append(label)
     rows, codes, audit, unresolved = [], [], [], 0
     for at, item_labels in sorted(by_item.items()):
-        counts = Counter(metrics.vote_code(label.label) for label in item_labels).most_common()
-        if len(counts) > 1 and counts[0][1] == counts[1][1]:
+        decided = human.majority([metrics.vote_code(label.label) for label in item_labels])
+        if decided is None:
             unresolved += 1
             continue
         rows.append(at)
-        codes.append(counts[0][0])
+        codes.append(decided)
         audit.append(any(label.sample == "audit" for label in item_labels))
-    sizes = [label.audit_size for label in labels if label.audit_size is not None]
     return Adjudicated(
         rows=np.array(rows, dtype=np.int64),
         codes=np.array(codes, dtype=np.int64),
         audit=np.array(audit, dtype=bool),
         unresolved=unresolved,
         annotators=len({label.annotator for label in labels}),
-        audit_size=max(sizes) if sizes else None,
     )
 
 
@@ -215,7 +221,7 @@ def _check(
     return HumanCheck(
         labels=len(people.rows),
         audit_labels=int(people.audit.sum()),
-        audit_size=people.audit_size,
+        audit_size=None,  # (the caller's: how many the audit drew)
         unresolved=people.unresolved,
         annotators=people.annotators,
         panel=metrics.pct(ppi.panel),
@@ -236,23 +242,3 @@ def _within_scale(ci: list[float] | None) -> list[float] | None:
     if ci is None:
         return None
     return [metrics.pct(min(max(end, 0.0), 1.0)) for end in ci]
-
-
-def _check_labels(
-    manifest: Manifest, task: str, facts: SpanFacts, labels: Sequence[HumanLabel]
-) -> None:
-    """Every label is of this run's task, of a span it has, made on that span's very text."""
-    row_of = {span_id: row for row, span_id in enumerate(facts.python_values("span_id"))}
-    doc_ids, texts = facts.column("doc_id"), facts.table.column("text")
-    hashes: dict[int, str] = {}
-    for label in labels:
-        where = f"human label of span {label.span_id} ({task}, {label.criterion})"
-        if label.run != manifest.run or label.task != task:
-            raise FinReflectError(f"{where}: made for run {label.run}, task {label.task}")
-        row = row_of.get(label.span_id)
-        if row is None or int(doc_ids[row]) != label.doc_id:
-            raise FinReflectError(f"{where}: the run has no such span")
-        if row not in hashes:
-            hashes[row] = text_sha256(texts[row].as_py())
-        if hashes[row] != label.span_sha256:
-            raise FinReflectError(f"{where}: made on other text than the run's span (sha256)")

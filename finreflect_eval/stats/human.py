@@ -27,6 +27,7 @@ run's items): their two parts fall in the same filings, so the sum holds their c
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,13 @@ from finreflect_eval.stats.agreement import Coincidences
 _K = len(metrics.code_scores())  # label codes: 0 no, 1 yes, 2 poor, 3 partial, 4 good
 _NAMES = [{0: "no", 1: "yes"}.get(label, label) for label in map(metrics.code_label, range(_K))]
 """Each label code's name in the confusion counts (JSON keys: "no"/"yes" for 0/1)."""
+
+
+UNSEEN = 2
+"""A few labels that all agree with the panel show no variation of people − panel, yet cannot
+rule it out: the rectifier's variance is taken as at least that of a disagreement rate of
+UNSEEN / (n + 2·UNSEEN) per item (as if UNSEEN of n + 2·UNSEEN items disagreed, the
+pseudo-counts of Agresti and Coull's interval). It binds only on small or uniform audits."""
 
 
 @dataclass(frozen=True)
@@ -75,11 +83,9 @@ def ppi_mean(
     """The PPI++ estimate of the people's mean (module docstring) with its filing-clustered t
     interval: `y` the people's labels (as scores 0–1) and `yhat` the panel's scores on the same
     labeled items, `units` their filings; `yhat_all` the panel's scores on all items of the
-    population and `units_all` their filings (indices below `n_units`).
-
-    `lam` None: tuned, the λ that minimises the clustered variance: with d_g = a_g − ŷ_g,
-    λ* = −Σ d_g·y_g / Σ d_g², clipped to [0, 1] as ppi-python clips it (0 where Σ d_g² = 0:
-    the panel's scores do not vary, and cannot help)."""
+    population and `units_all` their filings (indices below `n_units`). `lam` None: tuned and
+    cross-fitted (`tuned_lambda`, `_cross_fitted`); the interval's standard error is at least
+    the `UNSEEN` floor's."""
     y, yhat, yhat_all = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_all))
     units, units_all = np.asarray(units, dtype=np.int64), np.asarray(units_all, dtype=np.int64)
     if len(y) != len(yhat) or len(y) != len(units) or len(yhat_all) != len(units_all):
@@ -90,14 +96,63 @@ def ppi_mean(
     if not n or panel is None:
         return PPIEstimate(panel, None, None, None, None, n, int(present.sum()))
     a = uncertainty.unit_sums(units_all, yhat_all - panel, n_units)[present] / total
+    if lam is None:
+        weights = _cross_fitted(y, yhat, units, a, n_units, present)
+        lam = float(weights.mean()) + 0.0  # (+ 0.0: never -0.0)
+    else:
+        weights = np.full(n, float(lam))
+    rectifier = y - weights * yhat
+    estimate = lam * panel + float(rectifier.mean())
+    influence = uncertainty.unit_sums(units, rectifier - rectifier.mean(), n_units)[present] / n
+    influence = influence + lam * a
+    _, stderr = uncertainty.clustered_t_interval(estimate, influence, confidence)
+    if stderr is None:
+        return PPIEstimate(panel, estimate, None, None, lam, n, int(present.sum()))
+    rate = UNSEEN / (n + 2 * UNSEEN)
+    stderr = max(stderr, math.sqrt(rate * (1 - rate) / n))
+    half = uncertainty.t_quantile(1 - (1 - confidence) / 2, len(influence) - 1) * stderr
+    ci = [estimate - half, estimate + half]
+    return PPIEstimate(panel, estimate, ci, stderr, lam, n, int(present.sum()))
+
+
+def tuned_lambda(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    units: np.ndarray,
+    a: np.ndarray,
+    n_units: int,
+    present: np.ndarray,
+) -> float:
+    """The λ that minimises the clustered variance of θ̂ on these labels (`a`: the all-items
+    part of the influence, per filing in `present`): with d_g = a_g − ŷ_g, λ* = −Σ d_g·y_g /
+    Σ d_g², clipped to [0, 1] as ppi-python clips it (0 where Σ d_g² = 0: the panel's scores
+    do not vary, and cannot help)."""
+    n = len(y)
     y_g = uncertainty.unit_sums(units, y - y.mean(), n_units)[present] / n
     d = a - uncertainty.unit_sums(units, yhat - yhat.mean(), n_units)[present] / n
-    if lam is None:
-        spread = float(d @ d)
-        lam = float(np.clip(-(d @ y_g) / spread, 0, 1)) if spread > 0 else 0.0
-    estimate = lam * panel + float((y - lam * yhat).mean())
-    ci, stderr = uncertainty.clustered_t_interval(estimate, y_g + lam * d, confidence)
-    return PPIEstimate(panel, estimate, ci, stderr, lam, n, int(present.sum()))
+    spread = float(d @ d)
+    return float(np.clip(-(d @ y_g) / spread, 0, 1)) + 0.0 if spread > 0 else 0.0
+
+
+def _cross_fitted(
+    y: np.ndarray,
+    yhat: np.ndarray,
+    units: np.ndarray,
+    a: np.ndarray,
+    n_units: int,
+    present: np.ndarray,
+) -> np.ndarray:
+    """Each labeled item's λ, tuned on the labels of the other half of the filings (halves by
+    the filings' order: even and odd); 1 (plain PPI) where a half has no labels."""
+    half = units % 2
+    weights = np.ones(len(y))
+    if np.all(half == half[0]):
+        return weights
+    for side in (0, 1):
+        other = half != side
+        lam = tuned_lambda(y[other], yhat[other], units[other], a, n_units, present)
+        weights[half == side] = lam
+    return weights
 
 
 def panel_interval(
@@ -159,6 +214,13 @@ def labels_needed(
 
 
 # --- agreement with the people's labels ---
+
+
+def majority(codes: Sequence[int]) -> int | None:
+    """The label (code) more than half the annotators of an item gave; None without one (a
+    tie, or a plurality short of half: the item is left unresolved)."""
+    counts = Counter(codes).most_common(1)
+    return counts[0][0] if counts and 2 * counts[0][1] > len(codes) else None
 
 
 def agreement_with_people(

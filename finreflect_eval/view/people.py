@@ -13,16 +13,15 @@ whether any label is of the random audit (1) or all are of items the judges were
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import HumanLabel, Results, SampleRecord
+from finreflect_eval.scoring.human import PANEL
 from finreflect_eval.stats import metrics
-
-PANEL = "panel"  # the panel's majority, as a coder beside the judges
+from finreflect_eval.stats.human import majority
 
 
 def labels_by_doc(labels: Sequence[HumanLabel], run: str, task: str) -> dict[int, list[HumanLabel]]:
@@ -55,14 +54,12 @@ def people_part(
     items: dict[str, dict[str, list[Any]]] = {}
     for (criterion, index), item_labels in sorted(by_item.items()):
         codes = [metrics.vote_code(label.label) for label in item_labels]
-        counts = Counter(codes).most_common()
-        tied = len(counts) > 1 and counts[0][1] == counts[1][1]
         audit = int(any(label.sample == "audit" for label in item_labels))
         each = [
             [string(label.annotator), code] for label, code in zip(item_labels, codes, strict=True)
         ]
         items.setdefault(CRITERION_NAMES[criterion], {})[str(index)] = [
-            None if tied else counts[0][0],
+            majority(codes),
             audit,
             each,
         ]

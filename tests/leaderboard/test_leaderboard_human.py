@@ -145,10 +145,15 @@ def test_labels_made_on_other_text_are_refused(runs, tmp_path):
         submit(forged(tmp_path, data), tmp_path / "board")
     message = str(refusal.value)
     assert "\n" not in message
-    assert message.startswith(
-        f"refused: human label of span '{label['span_id']}' ({TASK}, {label['criterion']}): "
-        "made on other text than the run's span (span_sha256 000000000000…"
+    assert message == (
+        f"refused: human label of span {label['span_id']} ({TASK}, {label['criterion']}): "
+        "made on other text than the run's span (sha256)"
     ), message
+
+
+def _audit_of(data: dict) -> dict:
+    audit = next(label for label in data["human_labels"][TASK] if label["sample"] == "audit")
+    return {"audit_sample": audit["audit_sample"], "audit_seed": audit["audit_seed"]}
 
 
 @pytest.mark.parametrize(
@@ -169,14 +174,20 @@ def test_labels_made_on_other_text_are_refused(runs, tmp_path):
         ),
         (
             lambda data: data["human_labels"][TASK][0].update(span_id="NOPE_2024_item1_0001"),
-            r"^refused: human label of span 'NOPE_2024_item1_0001' .*: the run has no such span",
+            r"^refused: human label of span NOPE_2024_item1_0001 .*: the run has no such span",
         ),
-        (  # a triple the span does not have: scoring's own refusal, as a reason
+        (  # a triple the span does not have
             lambda data: next(
                 label for label in data["human_labels"][TASK] if label["triple_index"] is not None
             ).update(triple_index=99),
-            r"^refused: human label of span \S+ \(\w+, triple 99\): the panel has no vote on that "
-            r"item$",
+            r"^refused: human label of span \S+ \(\w+, \w+\): the span has no triple 99$",
+        ),
+        (  # an item of the review queue passed off as drawn by the random audit
+            lambda data: next(
+                label for label in data["human_labels"][TASK] if label["sample"] == "flagged"
+            ).update(sample="audit", **_audit_of(data)),
+            r"^refused: human label .*: marked audit, but the audit \(audit_sample \d+, "
+            r"audit_seed \d+\) did not draw it",
         ),
         (
             lambda data: data["human_labels"][TASK][0].update(run="2020-01-01T00-00-00-abcd"),

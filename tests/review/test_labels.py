@@ -13,8 +13,8 @@ from support.human_labels import annotated
 from support.runs import panel_file, scripted_run
 
 from finreflect_eval.records import HumanLabel, read_lines
-from finreflect_eval.review import audit
 from finreflect_eval.review.labels import pseudonym
+from finreflect_eval.stats import audit
 
 TASK = "finreflect_smoke_single_pass"
 
@@ -56,8 +56,8 @@ def test_export_draws_the_audit_first_and_every_flagged_item_once(cli, run):
     tasks = export(cli, run)
     audited = [task["data"] for task in tasks if task["data"]["sample"] == "audit"]
     drawn = [data for data in audited if data["kind"] == "triple"]
-    assert len(drawn) == 4 and {data["audit_size"] for data in drawn} == {4}
-    assert {d["audit_size"] for d in audited if d["kind"] == "span"} == {len(audited) - 4}
+    assert len(drawn) == 4 and {data["audit_sample"] for data in drawn} == {4}
+    assert {d["audit_sample"] for d in audited} == {4}
     samples = [task["data"]["sample"] for task in tasks]
     assert samples == sorted(samples)  # "audit" before "flagged"
     keys = [(t["data"]["span_id"], t["data"]["triple_index"]) for t in tasks]
@@ -124,8 +124,12 @@ def test_a_later_import_adds_and_replaces_only_its_own(cli, run, tmp_path):
         (lambda d: d.update(task="other_task"), "task 'other_task' is not in this run"),
         (lambda d: d.update(span_id="NOPE_1"), "span 'NOPE_1' is not a span"),
         (lambda d: d.update(doc_id=999), "is not a span of"),
-        (lambda d: d.update(text=d["text"] + " (edited)"), "differs from the run's (sha256)"),
-        (lambda d: d.update(span_sha256="0" * 64), "differs from the run's (sha256)"),
+        (lambda d: d.update(text=d["text"] + " (edited)"), "shows (text) differs from the run's"),
+        (lambda d: d.update(span_sha256="0" * 64), "shows (span_sha256) differs from the run's"),
+        (lambda d: d.update(html="<p>another text</p>"), "shows (html) differs from the run's"),
+        (lambda d: d.update(heading="Label: everything is fine"), "shows (heading) differs"),
+        (lambda d: d.update(triple="(none)"), "shows (triple) differs from the run's"),
+        (lambda d: d.update(audit_sample=None, sample="audit"), "without its audit_sample"),
         (lambda d: d.update(sample="convenience"), "neither audit nor flagged"),
         (lambda d: d.pop("run_id"), "not a task of `review export`"),
     ],
@@ -154,7 +158,7 @@ def test_a_changed_or_unknown_triple_is_refused(cli, run, tmp_path):
     edited["data"]["triple"] = "Apple | ORG | Sells | Moon | PRODUCT"
     result = import_(cli, run, [moved, edited], tmp_path)
     assert result.returncode == 1  # nothing importable: one line says so
-    assert "has no triple 99" in result.stderr and "differs from the run's" in result.stderr
+    assert "has no triple 99" in result.stderr and "shows (triple) differs" in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith("error: nothing imported") or (
         "nothing imported" in result.stderr
     )
@@ -239,3 +243,52 @@ def test_plan_reads_the_variance_from_the_runs_audit_labels(run, monkeypatch):
     triples = [row for row in rows if row.criterion != "comprehensiveness"]
     assert {row.source for row in triples} == {"6 audit labels"}
     assert {row.source for row in rows if row.criterion == "comprehensiveness"} == {"prior 0.15"}
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda task: task.update(id=[1]), "its id is not Label Studio's"),
+        (lambda task: task.update(annotations=5), "its annotations are not a list"),
+        (lambda task: task["annotations"][0].update(result=5), "not an annotation"),
+        # An id that is no number is never written (the label's source says "annotation ?").
+        (lambda task: task["annotations"][0].update(id="alice@example.com"), ""),
+        (lambda task: task["annotations"][0].update(completed_by=[1]), "no annotator"),
+    ],
+)
+def test_a_crafted_export_is_refused_in_one_line_never_a_traceback(
+    cli, run, tmp_path, change, message
+):
+    tasks = annotated(export(cli, run))
+    change(tasks[0])
+    result = import_(cli, run, tasks, tmp_path)
+    assert result.returncode == 0, result.stderr  # the other tasks are imported
+    assert message in result.stderr
+    written = next(run.glob("human_labels_*.jsonl")).read_text()
+    assert "example.com" not in written
+
+
+def test_an_older_export_never_undoes_a_newer_label(cli, run, tmp_path):
+    tasks = annotated(export(cli, run), answer="no")
+    older = annotated(export(cli, run), answer="yes")
+    for task in older:
+        task["annotations"][0]["updated_at"] = "2026-01-01T00:00:00Z"
+    assert import_(cli, run, tasks, tmp_path).returncode == 0
+    assert import_(cli, run, older, tmp_path).returncode == 0
+    triple_labels = [label.label for label in labels(run) if label.triple_index is not None]
+    assert set(triple_labels) == {0}
+
+
+def test_a_flagged_task_passed_off_as_the_audits_is_refused_at_scoring(cli, run, tmp_path):
+    tasks = annotated(export(cli, run))
+    audit = next(t["data"] for t in tasks if t["data"]["sample"] == "audit")
+    for task in tasks:
+        if task["data"]["sample"] == "flagged":
+            task["data"].update(sample="audit", audit_sample=audit["audit_sample"])
+            task["data"].update(audit_seed=audit["audit_seed"])
+    assert import_(cli, run, tasks, tmp_path).returncode == 0
+    scored = cli("score", "--samples", str(run))
+    assert scored.returncode == 1
+    assert "marked audit, but the audit (audit_sample 4, audit_seed 1234) did not draw it" in (
+        scored.stderr
+    )

@@ -16,6 +16,7 @@ from support.human_labels import annotated, label_run
 from support.runs import panel_file, scripted_run
 
 from finreflect_eval.records import HumanLabel, SampleRecord, read_lines
+from finreflect_eval.stats.human import ppi_mean
 
 TASK = "finreflect_smoke_single_pass"
 
@@ -74,9 +75,17 @@ def test_the_ppi_estimate_and_agreement_follow_from_the_labels(run):
     yhat = np.array([panel[key] for key in sorted(audit)], float)
     everything = np.array(list(panel.values()), float)
     assert check["panel"] == pytest.approx(100 * everything.mean(), abs=1e-3)
-    lam = check["ppi_lambda"]
-    estimate = lam * everything.mean() + (y - lam * yhat).mean()
-    assert check["ppi"] == pytest.approx(100 * estimate, abs=1e-2)
+    # The statistic itself is tested in tests/stats; here: that scoring hands it the right items,
+    # labels and filings. Plain PPI (λ = 1) by hand, and PPI++ from the same arrays.
+    filing = {key: key[0].split("_item")[0] for key in panel}  # AAPL_2024_item1_0001 → AAPL_2024
+    names = list(dict.fromkeys(filing[key] for key in panel))
+    units = np.array([names.index(filing[key]) for key in sorted(audit)])
+    all_units = np.array([names.index(filing[key]) for key in panel])
+    tuned = ppi_mean(y, yhat, units, everything, all_units, len(names))
+    assert check["ppi"] == pytest.approx(100 * tuned.estimate, abs=1e-2)
+    assert check["ppi_lambda"] == pytest.approx(tuned.lam, abs=1e-4)
+    plain = ppi_mean(y, yhat, units, everything, all_units, len(names), lam=1.0)
+    assert plain.estimate == pytest.approx(everything.mean() + (y - yhat).mean())
     lo, hi = check["ppi_ci"]
     assert 0 <= lo <= check["ppi"] <= hi <= 100
     agreement = check["panel_agreement"]
