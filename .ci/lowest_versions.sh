@@ -39,7 +39,7 @@ for name in (
     "torch", "transformers", "huggingface-hub", "datasets", "pyarrow", "outlines",
     "outlines-core", "llguidance", "accelerate", "tokenizers", "pydantic", "numpy", "gguf",
     "evaluate", "krippendorff", "scipy", "jsonschema", "httpx", "lm-eval", "ray",
-    "ppi-python",
+    "ppi-python", "networkx",
 ):
     print(f"  {name:16} {version(name)}")
 EOF
@@ -54,7 +54,8 @@ log=$work/pytest.log
   tests/protocol/test_schema.py tests/pipeline/test_extraction.py tests/records/test_records.py tests/stats/test_metrics.py \
   tests/runs/test_score_index.py tests/stats/test_uncertainty.py tests/models/test_replicas.py \
   tests/data/test_data_versions.py tests/preflight/test_preflight.py tests/pipeline/test_span_choice.py \
-  tests/review/test_labels.py tests/stats/test_human.py tests/scoring/test_human_scores.py 2>&1 | tee "$log"
+  tests/review/test_labels.py tests/stats/test_human.py tests/scoring/test_human_scores.py \
+  tests/graph tests/scoring/test_graph_block.py 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 if [ "$status" -eq 0 ] && tail -n 1 "$log" | grep -q "skipped"; then
   echo "lowest versions: a test was skipped; here every one must run" >&2

@@ -130,6 +130,7 @@ _ARGUMENTS = {
     "trust_remote_code": _Takes("True, False or None", _optional(_is_bool)),
     "system_instruction": _Takes("a string or None", _optional(_is_str)),
     "fewshot_as_multiturn": _Takes("True or False", _is_bool),
+    "skip_judging_ungrounded": _Takes("True or False", _is_bool),
     "gen_kwargs": _Takes(_KEY_VALUES, _is_key_values),
     "seed": _Takes("an integer or None", _optional(_is_int)),
     "random_seed": _Takes("an integer or None", _optional(_is_int)),

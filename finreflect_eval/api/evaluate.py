@@ -65,6 +65,7 @@ def run_config(
     include_path: str | Path | Sequence[str | Path] = (),
     shard: Shard | None = None,
     bootstrap_iters: int = BOOTSTRAP_ITERS,
+    skip_judging_ungrounded: bool = False,
 ) -> RunConfig:
     """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
     `model`: a name or path (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s
@@ -73,8 +74,10 @@ def run_config(
     path: its folder, as lm-eval). `use_cache`: True (`<output_path>/cache.sqlite`), False or
     None (no cache), or a cache file. `include_path`: a folder or a list of them. `seed`: the
     generation seed (lm-eval's torch seed; None: the tasks' own); the other seeds are lm-eval's,
-    with its defaults. An argument of the wrong type or value is an
-    `ArgumentTypeError`/`ArgumentValueError` naming it."""
+    with its defaults. `skip_judging_ungrounded`: the grounding cascade (triples whose numbers
+    or dates their span lacks score 0, unjudged; the default judges every triple, as the
+    paper). An argument of the wrong type or value is an `ArgumentTypeError`/
+    `ArgumentValueError` naming it."""
     check_arguments(locals(), spans_by_task=True)  # first: the parameters are all the locals
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     names = [name for item in names for name in item.split(",") if name]
@@ -112,6 +115,7 @@ def run_config(
         gen_kwargs=parse_model_args(gen_kwargs, "gen_kwargs"),
         shard=shard,
         bootstrap_iters=bootstrap_iters,
+        skip_judging_ungrounded=skip_judging_ungrounded,
         num_fewshot=num_fewshot,
         system_instruction=system_instruction,
         fewshot_as_multiturn=fewshot_as_multiturn,
@@ -166,6 +170,7 @@ def simple_evaluate(
     max_invalid_share: float = FailurePolicy.max_invalid_share,
     max_judge_failure_share: float = FailurePolicy.max_judge_failure_share,
     allow_failures: bool = False,
+    skip_judging_ungrounded: bool = False,
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """extract → judge → score, as `finreflect-eval run` does, called as lm-eval 0.4.13's
@@ -233,6 +238,7 @@ def simple_evaluate(
             include_path=include_path,
             shard=shard,
             bootstrap_iters=bootstrap_iters,
+            skip_judging_ungrounded=skip_judging_ungrounded,
         )
         panel = _panel(judges, config.tasks, config.include_paths)
         with progress_bars(show_progress):

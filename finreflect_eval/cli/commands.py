@@ -111,7 +111,13 @@ def judge(args: argparse.Namespace) -> None:
     panel = _panel(args, run)  # before any model loads
     cache = None if args.no_cache else (args.cache or evaluator.default_cache(run))
     with evaluator.writing(run.folder):
-        judged = evaluator.judge(run, panel, cache=cache, include_paths=args.include_path)
+        judged = evaluator.judge(
+            run,
+            panel,
+            cache=cache,
+            include_paths=args.include_path,
+            skip_ungrounded=args.skip_judging_ungrounded,
+        )
     print(f"votes of panel '{panel.panel}' added to the samples in {judged.folder}")
     evaluator.check_judging(judged, panel.panel)
 
@@ -291,6 +297,7 @@ def _run_config(args: argparse.Namespace):
         system_instruction=args.system_instruction,
         fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
         gen_kwargs=_key_values(args, "gen_kwargs"),
+        skip_judging_ungrounded=getattr(args, "skip_judging_ungrounded", False),
         **seeds,
         output_path=args.output_path,
         use_cache=False if args.no_cache else (args.cache or True),

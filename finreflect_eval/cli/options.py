@@ -199,3 +199,14 @@ def _at_least(value: str, least: int, what: str) -> int:
     if number < least:
         raise argparse.ArgumentTypeError(f"must be {what}, got {value}")
     return number
+
+
+def add_grounding_cascade(parser: argparse.ArgumentParser) -> None:
+    """`--skip-judging-ungrounded`: the grounding cascade (`pipeline.cascade`)."""
+    parser.add_argument(
+        "--skip-judging-ungrounded",
+        action="store_true",
+        help="send the judges only triples whose numbers, amounts and dates their span holds; "
+        "the others score 0 by rule (recorded in the results; default: every triple judged, as "
+        "the paper)",
+    )

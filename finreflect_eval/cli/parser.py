@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Sequence
 
 from finreflect_eval._util.version import __version__
-from finreflect_eval.cli import review, subcommands
+from finreflect_eval.cli import graph, review, subcommands
 from finreflect_eval.cli.lm_eval_forms import (
     INSTEAD,
     environment_level,
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands.add_submit(commands)
     subcommands.add_view(commands)
     review.add_review(commands)
+    graph.add_graph(commands)
     subcommands.add_audit_judges(commands)
     subcommands.add_leaderboard(commands)
     subcommands.add_dataset(commands)

@@ -11,6 +11,7 @@ from finreflect_eval.cli.options import (
     add_bootstrap_iters,
     add_cache,
     add_failure_policy,
+    add_grounding_cascade,
     add_hub_logging,
     add_include_path,
     add_judges,
@@ -45,6 +46,7 @@ def add_run(commands: Commands) -> None:
     )
     add_run_arguments(run)
     add_judges(run)
+    add_grounding_cascade(run)
     add_failure_policy(run, scoring=True)
     add_bootstrap_iters(run)
     add_hub_logging(run)
@@ -68,6 +70,7 @@ def add_judge(commands: Commands) -> None:
     )
     add_run_folders(judge)
     add_judges(judge)
+    add_grounding_cascade(judge)
     add_cache(judge, "the one the extraction used")
     add_include_path(judge)
     judge.set_defaults(func=handlers.judge)

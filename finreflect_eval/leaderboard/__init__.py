@@ -3,10 +3,13 @@
 A submission is a run's results with the manifest and samples (every vote) they follow from,
 and its people's labels (`review import`) where it has any, from which its `human` block (shown
 on its row: the audit, the panel's agreement with people, the PPI estimate) is recomputed,
-stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. `submit` accepts one only when
-it is a complete run (no --limit, no shard) of a task on a dataset listed in `datasets.json` (an
-official one at any commit the run names), every score recomputed from its samples equals the
-submitted score, and it is not a duplicate; else it lists every reason at once. Its section:
+stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. Its results' `graph` block
+(the graph its triples make: fragmentation, contradictions, grounding; columns beside the
+scores, never in Overall) is recomputed too, and shown where results scored before there was
+one lack it. `submit` accepts one only when it is a complete run (no --limit, no shard) of a
+task on a dataset listed in `datasets.json` (an official one at any commit the run names),
+every score recomputed from its samples equals the submitted score, and it is not a duplicate;
+else it lists every reason at once. Its section:
 `official` (ranked per data version, the pinned one first: an official dataset slice and an
 official panel), `community` (another panel) or `smoke` (the bundled sample). `build` renders
 `index.html` (data inline, no network), `leaderboard.json` and `leaderboard.csv`, and each

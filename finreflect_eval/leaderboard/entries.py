@@ -19,7 +19,7 @@ from finreflect_eval.leaderboard.verify import (
     verify,
     verify_audit,
 )
-from finreflect_eval.records import JudgeAudit, Submission, parse, read_json
+from finreflect_eval.records import GraphScores, JudgeAudit, Submission, parse, read_json
 from finreflect_eval.runs.store import write_atomic
 
 UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
@@ -35,6 +35,18 @@ class RunEntry:
     section: Section
     pinned: bool | None = None
     kind: Literal["submissions"] = "submissions"
+    graph: dict[str, GraphScores] | None = None
+    """The results' `graph` block as recomputed, where the submitted results have none (scored
+    before there was one): the entry is shown with it (`shown`) and stored as submitted."""
+
+    @property
+    def shown(self) -> Submission:
+        """The submission as its row and its report show it: with the recomputed `graph`
+        block where it was submitted without one."""
+        if self.graph is None:
+            return self.submission
+        results = self.submission.results.model_copy(update={"graph": self.graph})
+        return self.submission.model_copy(update={"results": results})
 
     @property
     def model(self) -> str:
@@ -125,7 +137,7 @@ def entry_of(
     if isinstance(content, JudgeAudit):
         return AuditEntry(content, verify_audit(content, leaderboard))
     verdict = verify(content, leaderboard, others)
-    return RunEntry(content, verdict.section, verdict.pinned)
+    return RunEntry(content, verdict.section, verdict.pinned, graph=verdict.graph)
 
 
 def load_entries(leaderboard: Path, kind: str) -> list[Entry]:

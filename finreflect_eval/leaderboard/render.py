@@ -137,7 +137,7 @@ def _reports(entries: list[RunEntry]) -> dict[Path, RunEntry]:
 
 
 def _write_report(entry: RunEntry, folder: Path) -> Path:
-    return write_report(entry.submission, folder)
+    return write_report(entry.shown, folder)
 
 
 def _ours(leaderboard: Path) -> set[str]:

@@ -31,6 +31,16 @@ HUMAN_COLUMNS = (  # an entry's audit by people (`_human`): None where it has no
     "human_ppi_covers",
     "human",
 )
+GRAPH_COLUMNS = (  # the graph its triples make, over the entry's tasks (`_graph`)
+    "graph_entities",
+    "graph_fragmented_share",
+    "graph_contradictions",
+    "graph_duplicate_triples",
+    "graph_checked",
+    "graph_grounded",
+    "graph_grounded_share",
+    "graph",
+)
 VERSION_ORDER = {True: 0, None: 1, False: 2}  # the pinned data version, none pinned, another
 
 
@@ -42,16 +52,17 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     judges' α per criterion with its interval, the agreement gate, its data version
     (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
     version), and its audit by people where the submission carried their labels (`human*`:
-    `_human`; None, never 0, without). Official rows get a `rank`, except those on a version
-    other than the pinned one; community and smoke rows are compared, never ranked."""
+    `_human`; None, never 0, without), and the graph its triples make (`graph*`: `_graph`).
+    Official rows get a `rank`, except those on a version other than the pinned one; community
+    and smoke rows are compared, never ranked."""
     rows, contenders = [], []
     for entry in entries:
-        results = entry.submission.results
+        results = entry.shown.results  # (with the graph block recomputed where it had none)
         by_mode = {results.details[task].mode: task for task in results.tasks}
         contenders.append(Contender.of(entry.run_id, entry.section, results))
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
         row |= _agreement(results, by_mode) | _output_means(results)
-        rows.append(row | _human(entry.submission, by_mode))
+        rows.append(row | _human(entry.submission, by_mode) | _graph(results, by_mode))
     standing = ranking.standings(contenders)
     _place(rows, standing)
     return _board_order(rows, standing)
@@ -186,6 +197,46 @@ def _human(submission: Submission, by_mode: dict[str, str]) -> dict[str, Any]:
             "kappa": agreement.kappa,
             "kappa_ci": agreement.kappa_ci,
         }
+    return columns
+
+
+def _graph(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """The graph the entry's triples make, from the results' `graph` block (which `verify`
+    recomputed from the samples), over its tasks: `graph_entities` (summed over tasks and
+    filings), `graph_fragmented_share` (entities seen under more than one surface form, 0-1,
+    of all the tasks' entities), `graph_contradictions` and `graph_duplicate_triples` (summed),
+    the grounding checks (`graph_checked`, `graph_grounded`, and `graph_grounded_share`, None
+    where no triple held a number, amount or date), and `graph`, per mode, its own figures.
+    Not part of Overall or the ranking; None throughout where the results have no block."""
+    blocks = {mode: results.graph[task] for mode, task in by_mode.items() if task in results.graph}
+    columns: dict[str, Any] = dict.fromkeys(GRAPH_COLUMNS)
+    if not blocks:
+        return columns
+    entities = sum(block.overall.entities for block in blocks.values())
+    fragmented = sum(
+        (block.overall.fragmented_share or 0) * block.overall.entities for block in blocks.values()
+    )
+    checked = sum(block.grounding.checked for block in blocks.values())
+    grounded = sum(block.grounding.grounded for block in blocks.values())
+    columns |= {
+        "graph_entities": entities,
+        "graph_fragmented_share": round(fragmented / entities, 4) if entities else None,
+        "graph_contradictions": sum(block.overall.contradictions for block in blocks.values()),
+        "graph_duplicate_triples": sum(
+            block.overall.duplicate_triples for block in blocks.values()
+        ),
+        "graph_checked": checked,
+        "graph_grounded": grounded,
+        "graph_grounded_share": round(grounded / checked, 4) if checked else None,
+        "graph": {
+            mode: {
+                **block.overall.model_dump(),
+                "checked": block.grounding.checked,
+                "grounded": block.grounding.grounded,
+            }
+            for mode, block in blocks.items()
+        },
+    }
     return columns
 
 

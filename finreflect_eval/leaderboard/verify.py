@@ -31,6 +31,7 @@ from finreflect_eval.pipeline.audit import compute_report
 from finreflect_eval.pipeline.judging import available_panels, load_panel
 from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.records import (
+    GraphScores,
     JudgeAudit,
     Manifest,
     Results,
@@ -102,6 +103,9 @@ class Verdict:
     pinned: bool | None
     """Its data is the pinned version of its dataset (True) or another one (False, never
     ranked); None: no version of its dataset is pinned (or it is the bundled sample)."""
+    graph: dict[str, GraphScores] | None = None
+    """The results' `graph` block as recomputed, where the submitted results have none (a run
+    scored before finreflect-eval had one): the entry shows it. None: it was submitted."""
 
 
 @as_refusal
@@ -153,19 +157,24 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     chosen = dataset.limit is not None or config.sections or config.samples is not None
     if not chosen:  # a run on chosen spans covers too few: said above
         reasons += span_problems(records, dataset, registered, others)
-    reasons += _recomputed_problems(submission, [judge.name for judge in judges], bool(secrets))
+    problems, recomputed = _recomputed(submission, [judge.name for judge in judges], bool(secrets))
+    reasons += problems
     if reasons or registered is None:
         raise Refusal(reasons)
+    graph = recomputed.graph if recomputed is not None and not results.graph else None
     if registered.section == "smoke":
-        return Verdict("smoke", None)
+        return Verdict("smoke", None, graph)
     official = is_official(panel, [m.model_dump() for m in results.judges.members])
-    return Verdict("official" if official else "community", is_pinned(dataset, registered))
+    return Verdict("official" if official else "community", is_pinned(dataset, registered), graph)
 
 
-def _recomputed_problems(submission: Submission, judges: list[str], secrets: bool) -> list[str]:
+def _recomputed(
+    submission: Submission, judges: list[str], secrets: bool
+) -> tuple[list[str], Results | None]:
     """The samples hold together (derived fields, votes), the people's labels are of them, and
     every number of the results follows from them: recomputed from the votes, and the `human`
-    block from the labels (see `verify`; where the labels are refused, all but that block)."""
+    block from the labels (see `verify`; where the labels are refused, all but that block).
+    Returns what is wrong, and the results recomputed (None where nothing could be)."""
     results, manifest, records = submission.results, submission.manifest, submission.samples
     panel = results.judges.panel
     derived = derived_problems(records)
@@ -176,11 +185,11 @@ def _recomputed_problems(submission: Submission, judges: list[str], secrets: boo
     # Nothing follows from samples that do not hold together, and a difference would repeat a
     # secret: recompute only without those.
     if derived or votes_problems or secrets:
-        return reasons
+        return reasons, None
     span_facts, votes = score_tables(manifest, records, panel)
     failed = FailurePolicy().problems(span_facts, panel)
     if failed:
-        return reasons + [f"{line}; rerun the same command to retry them" for line in failed]
+        return reasons + [f"{line}; rerun the same command to retry them" for line in failed], None
     # Every number must follow from the submitted samples (and people's labels).
     iters = results.config.bootstrap_iters
     labels = {} if reasons else submission.human_labels
@@ -190,14 +199,19 @@ def _recomputed_problems(submission: Submission, judges: list[str], secrets: boo
         reasons.append(str(exc))
         recomputed = compute_results(manifest, panel, span_facts, votes, iters)
     difference = _difference(results, recomputed, with_human=not reasons)
-    return reasons + ([difference] if difference else [])
+    return reasons + ([difference] if difference else []), recomputed
 
 
 def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
     """The first value of the submitted results that differs from the recomputed ones (but for
-    the `human` block where the labels were refused: that is said already)."""
+    the `human` block where the labels were refused: that is said already). Results without a
+    `graph` block (scored before there was one) are compared without it: it is recomputed,
+    and the entry shows the recomputed block (`Verdict.graph`); a block submitted is compared
+    number for number like any other."""
     submitted = results.model_dump(mode="json", by_alias=True)
     again = recomputed.model_dump(mode="json", by_alias=True)
+    if "graph" not in submitted:
+        again.pop("graph", None)
     if not with_human:
         submitted.pop("human", None)
         again.pop("human", None)

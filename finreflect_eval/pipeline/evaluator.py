@@ -219,8 +219,10 @@ def judge(
     *,
     cache: Path | None,
     include_paths: list[Path] | None = None,
+    skip_ungrounded: bool = False,
 ) -> Run:
-    """The judge stage: the panel's votes added to the run's samples (saved)."""
+    """The judge stage: the panel's votes added to the run's samples (saved); with
+    `skip_ungrounded`, through the grounding cascade (`pipeline.cascade`)."""
     index = TaskIndex(include_paths)
     unknown = [name for name in run.manifest.tasks if name not in index.tasks]
     if unknown:
@@ -231,7 +233,7 @@ def judge(
         name: with_overrides(index.tasks[name], {k: info.config.get(k) for k in TASK_OVERRIDES})
         for name, info in run.manifest.tasks.items()
     }
-    return judging.judge(run, panel, cache_path=cache, tasks=tasks)
+    return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
 
 
 def check_extraction(run: Run, policy: FailurePolicy) -> None:
@@ -270,7 +272,13 @@ def score(
     policy.check(span_facts, run.folder, panel)
     labels = run.store.human_labels(run.manifest)
     results = scoring.compute_results(
-        run.manifest, panel, span_facts, votes, bootstrap_iters, human_labels=labels
+        run.manifest,
+        panel,
+        span_facts,
+        votes,
+        bootstrap_iters,
+        human_labels=labels,
+        graphs=run.graphs,
     )
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
@@ -290,7 +298,13 @@ def evaluate(
     with writing(config.output_dir):
         extracted = extract(config, panel.panel)
         check_extraction(extracted, policy)
-        judged = judge(extracted, panel, cache=config.cache, include_paths=config.include_paths)
+        judged = judge(
+            extracted,
+            panel,
+            cache=config.cache,
+            include_paths=config.include_paths,
+            skip_ungrounded=config.skip_judging_ungrounded,
+        )
         return judged, score(judged, panel.panel, policy, config.bootstrap_iters)
 
 

@@ -41,6 +41,7 @@ from finreflect_eval.models import (
     get_backend,
     load_model,
 )
+from finreflect_eval.pipeline.cascade import grounded_triples, spread_votes, unjudged
 from finreflect_eval.pipeline.extraction import model_call
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.records import JudgeMember, Judging, PlainName, SampleRecord, Vote
@@ -275,15 +276,29 @@ def judge_request(
 
 
 def judge_requests(
-    task: Task, record: SampleRecord, judge: JudgeSpec, generation: GenerationKwargs
+    task: Task,
+    record: SampleRecord,
+    judge: JudgeSpec,
+    generation: GenerationKwargs,
+    judged: Sequence[int] | None = None,
 ) -> dict[str, GenerationRequest]:
     """The calls of one judge about one span, by criterion (those of the task's metric list).
-    A span without triples gets no call (see NO_TRIPLES_VOTE)."""
+    A span without triples gets no call (see NO_TRIPLES_VOTE). `judged`: the triples to ask
+    about per triple (the grounding cascade's; None: all), no such call where there is none."""
     if not record.triples:
         return {}
+    asked = record.triples if judged is None else [record.triples[i] for i in judged]
     return {
-        criterion: judge_request(task, criterion, record, record.triples, judge, generation)
+        criterion: judge_request(
+            task,
+            criterion,
+            record,
+            asked if criterion in TRIPLE_CRITERIA else record.triples,
+            judge,
+            generation,
+        )
         for criterion in task.criteria
+        if asked or criterion not in TRIPLE_CRITERIA
     }
 
 
@@ -339,10 +354,18 @@ def run_judges(
     return {spec.name: done[spec.name] for spec in panel.judges}
 
 
-def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, Task]) -> Run:
+def judge(
+    run: Run,
+    panel: Panel,
+    *,
+    cache_path: Path | None,
+    tasks: dict[str, Task],
+    skip_ungrounded: bool = False,
+) -> Run:
     """Add every judge's votes on the criteria of each task's metric list to the run's records,
     kept under the panel's name (another panel's votes stay beside them), and save the run.
-    `tasks`: the run's tasks by name, as loaded now."""
+    `tasks`: the run's tasks by name, as loaded now. `skip_ungrounded`: the grounding cascade
+    (triples whose numbers or dates their span lacks score 0 by rule, unjudged)."""
     panel.check()
     for name, info in run.manifest.tasks.items():
         task = tasks[name]
@@ -357,6 +380,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
             "panel '%s' judges this run again: its earlier votes are replaced", panel.panel
         )
     records = [record for name in run.manifest.tasks for record in run.records[name]]
+    judged = {id(r): grounded_triples(r) for r in records} if skip_ungrounded else {}
     for record in records:
         criteria = tasks[record.task].criteria
         record.votes[panel.panel] = {criterion: {} for criterion in criteria}
@@ -372,7 +396,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
             (record, criterion, request)
             for record in records
             for criterion, request in judge_requests(
-                tasks[record.task], record, spec, generation
+                tasks[record.task], record, spec, generation, judged.get(id(record))
             ).items()
         ]
         results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
@@ -381,11 +405,18 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
     seconds: dict[str, float] = {}
     for name, (calls, results, elapsed) in run_judges(panel, cache_path, vote).items():
         for (record, criterion, request), result in zip(calls, results, strict=True):
-            votes = votes_of(criterion, len(record.triples), result)
+            asked = judged.get(id(record))
+            if asked is None or criterion not in TRIPLE_CRITERIA:
+                votes = votes_of(criterion, len(record.triples), result)
+            else:
+                votes = spread_votes(
+                    votes_of(criterion, len(asked), result), asked, len(record.triples)
+                )
             record.votes[panel.panel][criterion][name] = votes
             call = model_call(f"judge:{criterion}", result, request, model=name)
             record.judge_calls[panel.panel].append(call)
         seconds[name] = round(elapsed, 3)
+    cascade = unjudged(records, judged, tasks, panel) if skip_ungrounded else None
     for record in records:  # the panel's per-sample metric values, from its votes
         fill(record)
 
@@ -403,6 +434,7 @@ def judge(run: Run, panel: Panel, *, cache_path: Path | None, tasks: dict[str, T
         criteria=[c for c in CRITERIA if any(c in tasks[t].criteria for t in run.manifest.tasks)],
         task_hashes={name: tasks[name].hash for name in run.manifest.tasks},
         seconds=seconds,
+        cascade=cascade,
     )
     run.store.save(run)
     return run

@@ -40,6 +40,7 @@ class RunConfig:
     gen_kwargs: dict[str, Any] = field(default_factory=dict)
     shard: Shard | None = None  # run only this shard of every task's spans
     bootstrap_iters: int = BOOTSTRAP_ITERS  # resamples behind every interval (0: none)
+    skip_judging_ungrounded: bool = False  # the grounding cascade (pipeline.cascade)
     # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
     num_fewshot: int | None = None
     system_instruction: str | None = None

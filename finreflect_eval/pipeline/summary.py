@@ -101,8 +101,30 @@ def results_table(results: Results) -> str:
         + protocol_line(results)
         + failed_calls_line(results)
         + always_agree_line(results)
+        + graph_lines(results)
         + human_table(results)
     )
+
+
+def graph_lines(results: Results) -> str:
+    """Per task, the graph its triples make and the figures its spans ground (`graph`)."""
+    lines = []
+    for task, graph in results.graph.items():
+        quality, grounding = graph.overall, graph.grounding
+        share = quality.fragmented_share
+        lines.append(
+            f"graph {task}: {quality.entities} entities, {quality.edges} edges, "
+            f"{'n/a' if share is None else f'{100 * share:.0f}%'} fragmented, "
+            f"{quality.duplicate_triples} duplicate(s), {quality.contradictions} "
+            f"contradiction(s), {quality.invalid_type_pairs} type conflict(s); figures grounded: "
+            f"{grounding.grounded} of {grounding.checked}"
+        )
+        if graph.cascade:
+            lines[-1] += (
+                f"; cascade: {graph.cascade['triples_skipped']} ungrounded triple(s) scored 0 "
+                f"unjudged, {graph.cascade['judge_calls_saved']} judge call(s) saved"
+            )
+    return "".join(f"{line}\n" for line in lines)
 
 
 def human_table(results: Results) -> str:

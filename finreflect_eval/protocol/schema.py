@@ -14,7 +14,15 @@ from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import Annotated
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    create_model,
+    field_validator,
+    model_validator,
+)
 
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field
 from finreflect_eval._util.resources import load_yaml, tasks_dir
@@ -59,6 +67,7 @@ class _SchemaFile(BaseModel):
     version: int | str
     entity_types: dict[str, str] = Field(min_length=1)
     relations: dict[str, str] = Field(min_length=1)
+    opposite_relations: list[tuple[str, str]] = []
 
     @field_validator("entity_types", "relations")
     @classmethod
@@ -69,6 +78,18 @@ class _SchemaFile(BaseModel):
             if not isinstance(description, str) or not description.strip():
                 raise ValueError(f"{name!r} needs a one-line description")
         return items
+
+    @model_validator(mode="after")
+    def _opposites_are_relations(self) -> _SchemaFile:
+        seen: set[frozenset[str]] = set()
+        for pair in self.opposite_relations:
+            unknown = [name for name in pair if name not in self.relations]
+            if unknown:
+                raise ValueError(f"opposite_relations: {unknown[0]!r} is not a relation")
+            if pair[0] == pair[1] or frozenset(pair) in seen:
+                raise ValueError(f"opposite_relations: {list(pair)} is not a new pair of two")
+            seen.add(frozenset(pair))
+        return self
 
 
 class KGSchema:
@@ -81,6 +102,10 @@ class KGSchema:
         self.entity_types: dict[str, str] = dict(spec.entity_types)
         self.relations: dict[str, str] = dict(spec.relations)
         self._relations_by_lower = {name.lower(): name for name in self.relations}
+        # Pairs of relations that contradict each other for the same subject and object.
+        self.opposite_relations: tuple[tuple[str, str], ...] = tuple(
+            (first, second) for first, second in spec.opposite_relations
+        )
 
     @cached_property
     def EntityType(self) -> type[Enum]:  # a class, hence the name

@@ -25,6 +25,7 @@ from finreflect_eval.records.base import (
     RunId,
     SamplesName,
 )
+from finreflect_eval.records.graph import GraphQuality, GraphScores, Grounding
 from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
     DatasetInfo,
@@ -92,6 +93,9 @@ __all__ = [
     "Feedback",
     "FileRecord",
     "FilingScores",
+    "GraphQuality",
+    "GraphScores",
+    "Grounding",
     "HumanCheck",
     "HumanLabel",
     "ItemCounts",

@@ -269,6 +269,10 @@ class Judging(Record):
     task_hashes: dict[str, str]
     seconds: dict[str, float] = {}
     """Per judge: wall seconds of its calls."""
+    cascade: dict[str, dict[str, int]] | None = None
+    """With `--skip-judging-ungrounded` (the judges saw only triples whose numbers and dates
+    their span holds; the others scored 0 by rule): per task, `triples_skipped` and
+    `judge_calls_saved`. None: the paper's protocol, every triple judged."""
 
     @field_validator("judges")
     @classmethod

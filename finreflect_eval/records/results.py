@@ -21,6 +21,7 @@ from finreflect_eval.records.base import (
     RunId,
     SamplesName,
 )
+from finreflect_eval.records.graph import GraphScores
 from finreflect_eval.records.manifest import (
     DatasetInfo,
     Environment,
@@ -370,6 +371,8 @@ class Results(FileRecord):
     agreement: dict[str, dict[str, Agreement]]
     """Per task and criterion."""
     filings: FilingScores | None = None
+    graph: dict[str, GraphScores] = {}
+    """Per task, the graph its triples make (absent where there is none)."""
     human: dict[str, dict[str, HumanCheck]] = {}
     """Per task and criterion, the panel checked against people's labels (`review import`);
     absent where the run has none."""
@@ -391,8 +394,9 @@ class Results(FileRecord):
         data = serialize(self)
         if not data.get("groups"):
             data.pop("groups", None)
-        if not data.get("human"):
-            data.pop("human", None)
+        for block in ("graph", "human"):
+            if not data.get(block):
+                data.pop(block, None)
         return data
 
     def to_json(self) -> str:

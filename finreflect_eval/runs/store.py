@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import secrets
 import stat
@@ -27,9 +28,11 @@ from finreflect_eval.records import (
     Results,
     SampleRecord,
     read,
+    read_json,
     read_lines,
 )
 from finreflect_eval.runs.consistency import check_spans
+from finreflect_eval.scoring.graph import task_graph
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
 
@@ -37,7 +40,7 @@ LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
-INDEX_FORMAT = "7"  # in the index's file names: bump when its files or their columns change
+INDEX_FORMAT = "8"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass
@@ -53,6 +56,8 @@ class Run:
     or written to it by the last save)."""
     votes: dict[str, dict[str, VoteTable]] = field(default_factory=dict)
     """By panel, by task: the votes as the score index holds them (see `span_facts`)."""
+    graphs: dict[str, dict] = field(default_factory=dict)
+    """By task: its graph (`scoring.graph.task_graph`), as the score index holds it."""
     written: bool = True
     """False for a new run whose files are not written yet (see `RunStore.start`)."""
 
@@ -185,8 +190,10 @@ class RunStore:
             votes = VoteTable.from_records(rows, panel, judges)
             write_atomic(path, votes.to_bytes())
             run.votes.setdefault(panel, {})[task] = votes
-        # Last: the spans make the index whole (`load` reads none of an index without them).
         facts = SpanFacts.from_records(rows, list(run.manifest.judging))
+        run.graphs[task] = task_graph(task, facts)  # seconds at 480k triples: once, here
+        write_atomic(graph_path(spans_path), json.dumps(run.graphs[task]))
+        # Last: the spans make the index whole (`load` reads none of an index without them).
         write_atomic(spans_path, facts.to_bytes())
         run.span_facts[task] = facts
 
@@ -217,6 +224,8 @@ class RunStore:
             if index is not None:
                 spans_path, vote_paths = index
                 loaded.span_facts[task] = SpanFacts.read(spans_path, list(manifest.judging))
+                if graph_path(spans_path).exists():
+                    loaded.graphs[task] = read_json(graph_path(spans_path), MAX_GRAPH_BYTES)
                 for panel, votes in vote_paths.items():
                     judges = [member.name for member in manifest.judging[panel].judges]
                     loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes, judges)
@@ -343,6 +352,14 @@ def identity(manifest: Manifest) -> dict:
         "seed": manifest.seed,
         "shard": manifest.shard and manifest.shard.model_dump(),
     }
+
+
+def graph_path(spans_path: Path) -> Path:
+    """The score index's graph of a task (beside its spans' table)."""
+    return spans_path.with_name(spans_path.name.replace(".spans.arrow", ".graph.json"))
+
+
+MAX_GRAPH_BYTES = 1 << 28  # a graph block per filing: far below this for any real run
 
 
 def load_run(path: Path, *, for_scoring: bool = False) -> Run:

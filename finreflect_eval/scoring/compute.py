@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord
+from finreflect_eval.scoring.graph import graph_block
 from finreflect_eval.scoring.groups import group_rows
 from finreflect_eval.scoring.human import human_checks
 from finreflect_eval.scoring.judged import (
@@ -91,10 +92,12 @@ def compute_results(
     votes: dict[str, VoteTable],
     bootstrap_iters: int = uncertainty.BOOTSTRAP_ITERS,
     human_labels: Mapping[str, Sequence[HumanLabel]] | None = None,
+    graphs: Mapping[str, dict] | None = None,
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
     step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval). With
-    people's labels (`review import`), the panel checked against them (`human`)."""
+    people's labels (`review import`), the panel checked against them (`human`); `graphs`: each
+    task's graph as the score index keeps it (`graph`; computed where not given)."""
     judged = score_judged(manifest, panel, span_facts, votes, bootstrap_iters)
     human = human_checks(
         manifest,
@@ -116,6 +119,7 @@ def compute_results(
         overall=overall_of(judged),
         agreement=agreement_of(judged),
         filings=filings_of(judged),
+        graph=graph_block(manifest, panel, span_facts, graphs),
         human=human,
         judges=judges_info(manifest, panel, always_agree(judged)),
         dataset=manifest.dataset,

@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.tables import arrow_bytes, read_arrow
+from finreflect_eval.graph.grounding import ground_spans
 from finreflect_eval.protocol.criteria import REASONING_WORDS
 from finreflect_eval.protocol.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
 from finreflect_eval.records import SampleRecord
@@ -34,6 +35,8 @@ _SPAN_COLUMNS = {
     "doc_id": pa.int64(),
     "span_id": pa.string(),
     "filing": pa.string(),  # ticker and fiscal year: the unit the bootstrap resamples
+    "ticker": pa.string(),  # the filer, as the graph names it (`graph.normalise.filer_aliases`)
+    "company": pa.string(),
     "text": pa.large_string(),
     "triples": pa.large_list(pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])),
     "rule_checks": pa.int64(),
@@ -41,6 +44,9 @@ _SPAN_COLUMNS = {
     "reference_predicted": pa.int64(),
     "reference_gold": pa.int64(),
     "reference_matched": pa.int64(),
+    "reference": pa.large_list(pa.struct([(name, pa.string()) for name in TRIPLE_FIELDS])),
+    "grounding_checked": pa.int64(),  # triples holding a number, amount or date (`graph.grounding`)
+    "grounding_grounded": pa.int64(),  # ... all of which the span's text holds
     "failed": pa.bool_(),
     "transport_failed": pa.bool_(),
     "failures": pa.list_(pa.string()),
@@ -110,9 +116,12 @@ class SpanFacts:
     @classmethod
     def from_records(cls, records: Sequence[SampleRecord], panels: Sequence[str]) -> SpanFacts:
         rows = sorted(records, key=lambda r: r.doc_id)
+        grounded = ground_spans(
+            [(r.text, [(t.subject, t.object) for t in r.triples]) for r in rows]
+        )
         types = _columns(panels)
         columns: dict[str, list] = {name: [] for name in types}
-        for record in rows:
+        for record, checks in zip(rows, grounded, strict=True):
             mine = {extraction.triple_key(t) for t in record.triples}
             gold = {extraction.triple_key(t) for t in record.reference}
             passed = count_rule_passes(record.rule_checks)
@@ -120,6 +129,8 @@ class SpanFacts:
                 "doc_id": record.doc_id,
                 "span_id": record.span_id,
                 "filing": filing_of(record),
+                "ticker": record.ticker,
+                "company": record.doc.get("company"),
                 "text": record.text,
                 "triples": [t.model_dump() for t in record.triples],
                 "rule_checks": len(record.rule_checks),
@@ -127,6 +138,9 @@ class SpanFacts:
                 "reference_predicted": len(mine),
                 "reference_gold": len(gold),
                 "reference_matched": len(mine & gold),
+                "reference": [t.model_dump() for t in record.reference],
+                "grounding_checked": sum(check is not None for check in checks),
+                "grounding_grounded": sum(check is True for check in checks),
                 "failed": record.failed,
                 "transport_failed": any(step.transport_failed for step in record.steps),
                 "failures": record.failures,

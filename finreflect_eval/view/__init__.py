@@ -3,13 +3,15 @@
 The report is a folder (`index.html`, its scripts `report-*.js`, `report.css`, `data/`, and a
 README.md that makes it a Hugging Face static Space): the run's settings, its scores per task and
 criterion with their intervals, the judges' agreement, the check against people where the run
-has their labels, and a browser of every span with its triples and every judge's vote (and
-people's labels; filterable; the review queue is one view of it). It needs no server and no
-network; large runs are paged (see `report`). Modules by job: `source` (reading a run), `spans`
-(a span as the pages hold it), `people` (people's labels: the results' check against them, and
-each item's), `report` (the folder and the page, with `templates/`).
+has their labels, a browser of every span with its triples and every judge's vote (and
+people's labels; filterable; the review queue is one view of it), and the graph the triples make
+(the results' graph block, and a drawing of one filing's graph at a time). It needs no server and
+no network; large runs are paged (see `report`). Modules by job: `source` (reading a run),
+`spans` (a span as the pages hold it), `people` (people's labels: the results' check against
+them, and each item's), `graph` (the Graph tab: the block and each filing's drawing), `report`
+(the folder and the page, with `templates/`).
 
-May import `runs`, `records`, `stats`, `protocol` and `_util`.
+May import `runs`, `scoring`, `records`, `graph`, `stats`, `protocol` and `_util`.
 """
 
 from finreflect_eval.view.report import push_report, write_report

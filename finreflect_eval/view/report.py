@@ -8,12 +8,14 @@
                           a mask of its items' labels and flags) — what filtering reads
     data/<task>/<n>.js    the spans themselves, a page of at most SPANS_PER_PAGE spans (and
                           about PAGE_BYTES) each: text, triples, every judge's votes
+    data/<task>/graph-<run>-<n>.js  a filing's graph as the Graph tab draws it (`graph`)
     README.md             a Hugging Face static Space's card (the folder is the Space)
     .finreflect-report    the record of the files above (MARKER): a rerun replaces those and
                           keeps whatever else the user put in the folder
 
-Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`): a page opened
-from disk cannot fetch() files beside it, but it can load scripts, and so can a static host.
+Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`,
+`FRV.graph(...)`): a page opened from disk cannot fetch() files beside it, but it can load
+scripts, and so can a static host.
 The page loads the index and the spans on the screen only, and renders one screen of spans at a
 time. Every text from the run reaches the page as data and is set with `textContent` (HTML by
 Jinja's autoescape): span text holding `<script>` shows as text.
@@ -46,6 +48,7 @@ from finreflect_eval.records import Submission
 from finreflect_eval.runs.store import not_a_link
 from finreflect_eval.stats.agreement import ALPHA_GATE
 from finreflect_eval.stats.metrics import code_label, vote_code
+from finreflect_eval.view.graph import TripleCollector, task_graphs
 from finreflect_eval.view.people import labels_by_doc
 from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
 from finreflect_eval.view.source import ViewRun, open_run
@@ -61,6 +64,7 @@ SCRIPTS = (
     "report-compare.js",  # two runs side by side: what differs between A and B
     "report-filters.js",  # the state in the URL, the filter form, which spans pass it
     "report-spans.js",  # a span: its text, triples, verdicts and every judge's vote
+    "report-graph.js",  # the Graph tab: a filing's graph, drawn from data/<task>/graph-*.js
     "report-main.js",  # the tabs, the span browser's screen, the wiring; starts the page
 )
 MARKER = ".finreflect-report"  # in a folder this command wrote: the files it wrote there
@@ -109,10 +113,15 @@ def write_report(
     staging.mkdir()
     try:
         summary_tasks = []
+        graphs: list[list[dict[str, Any]]] = [[] for _ in runs]
         for task in tasks:
-            rows = _task_rows(runs, task)
+            collectors = [TripleCollector(task) for _ in runs]
+            rows = _task_rows(runs, task, collectors)
             summary_tasks.append(_write_task(staging / "data" / task, task, rows, runs))
-        _write_page(staging, runs, summary_tasks)
+            shown = task_graphs(staging / "data" / task, task, runs, collectors)
+            for number, context in enumerate(shown):
+                graphs[number] += [context] if context else []
+        _write_page(staging, runs, summary_tasks, graphs)
         files = list(files_under(staging))
         write_record(staging, MARKER, f"finreflect-eval {__version__} view", files)
         plan = plan_write(output, [*files, MARKER], report_files(output))
@@ -145,14 +154,17 @@ def _tasks(runs: Sequence[ViewRun]) -> list[str]:
     return tasks
 
 
-def _task_rows(runs: Sequence[ViewRun], task: str) -> list[SpanRow]:
-    """The task's spans in `doc_id` order, each with every run's part; two runs must have
-    judged the same spans."""
+def _task_rows(
+    runs: Sequence[ViewRun], task: str, collectors: Sequence[TripleCollector]
+) -> list[SpanRow]:
+    """The task's spans in `doc_id` order, each with every run's part (and each run's triples
+    into its collector, for the graph); two runs must have judged the same spans."""
     rows: dict[str, SpanRow] = {}
     first = runs[0]
     criteria = first.criteria(task)
     people = labels_by_doc(first.human_labels.get(task, []), first.results.run, task)
     for record in first.records(task):
+        collectors[0].add(record)
         part = span_part(record, first.panel, first.judges, criteria, people.get(record.doc_id, ()))
         rows[record.span_id] = SpanRow(record.doc_id, record.span_id, span_meta(record), [part])
     if len(runs) == 2:
@@ -161,6 +173,7 @@ def _task_rows(runs: Sequence[ViewRun], task: str) -> list[SpanRow]:
         people = labels_by_doc(second.human_labels.get(task, []), second.results.run, task)
         only_b = []
         for record in second.records(task):
+            collectors[1].add(record)
             row = rows.get(record.span_id)
             if row is None or len(row.parts) != 1:
                 only_b.append(record.span_id)
@@ -248,7 +261,12 @@ def _natural(text: str) -> list:
 # --- the page ---
 
 
-def _write_page(folder: Path, runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> None:
+def _write_page(
+    folder: Path,
+    runs: Sequence[ViewRun],
+    tasks: list[dict[str, Any]],
+    graphs: list[list[dict[str, Any]]],
+) -> None:
     summary = {
         "version": __version__,
         "compare": len(runs) == 2,
@@ -286,6 +304,8 @@ def _write_page(folder: Path, runs: Sequence[ViewRun], tasks: list[dict[str, Any
     environment.filters["interval"] = interval_text
     html = environment.get_template("report.html.jinja").render(
         runs=[run_context(run, tasks) for run in runs],
+        graphs=graphs,
+        has_graph=any(graphs),
         compare=compare_context(runs, tasks) if len(runs) == 2 else None,
         tasks=tasks,
         summary_json=script_json(summary),

@@ -107,7 +107,18 @@ def missing_of(key: str) -> str:
 
 
 def digits_of(key: str) -> int:
-    return 0 if key == "rank" else 2 if "alpha" in key else 1
+    return 0 if key in ("rank", "graph_contradictions") else 2 if "alpha" in key else 1
+
+
+SHARES = ("graph_fragmented_share", "graph_grounded_share")  # 0-1, shown as a percentage
+
+
+def written_as(key: str, value: float | None) -> str:
+    """How the page writes a row's value."""
+    if key in SHARES:
+        return "—" if value is None else f"{100 * value:.1f}%"
+    sign = "+" if key == "next_difference" else ""
+    return shown(value, digits_of(key), sign, missing_of(key))
 
 
 @pytest.mark.slow
@@ -157,13 +168,12 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
             for key, (value, text) in cells.items():
                 expected = rows[run][key]
                 assert value == expected, (run, key)
-                sign = "+" if key == "next_difference" else ""
                 text = text.removeprefix("⚠ ")  # an α below the gate
-                written = shown(expected, digits_of(key), sign, missing_of(key))
-                assert text.startswith(written), (run, key, text)
+                assert text.startswith(written_as(key, expected)), (run, key, text)
                 checked += 1
-        # per entry: overall, Δ next, 3 modes, 4 α (main row), 12 scores, 15 α (detail), 2 more
-        assert checked >= 5 * (1 + 1 + 3 + 4 + 12 + 15 + 2)
+        # per entry: overall, Δ next, 3 modes, 4 α (main row), 12 scores, 15 α (detail), 2 more,
+        # and the graph's fragmentation, contradictions and grounding
+        assert checked >= 5 * (1 + 1 + 3 + 4 + 12 + 15 + 2 + 3)
 
         # Rank ranges and ties: the lenient entry is surely first; the strict twins share
         # places 2 and 3 and each is marked tied with the other.

@@ -119,6 +119,8 @@ def test_the_report_folder_holds_the_page_its_pages_and_a_space_card(runs, tmp_p
     names = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
     expected = {"index.html", *report.SCRIPTS, "report.css", "README.md", report.MARKER}
     expected |= {f"data/{task}/{name}" for task in TASKS for name in ("index.js", "0.js")}
+    # A drawing of each filing's graph (the first spans are of four filings, one each).
+    expected |= {f"data/{task}/graph-0-{n}.js" for task in TASKS for n in range(N_SPANS)}
     assert names == expected
     sizes = {name: (folder / name).stat().st_size for name in names}
     total = sum(sizes.values())
@@ -228,7 +230,8 @@ def test_pages_hold_a_bounded_count_and_size_of_spans(runs, tmp_path, monkeypatc
     monkeypatch.setattr(report, "PAGE_BYTES", 10**6)
     monkeypatch.setattr(report, "SPANS_PER_PAGE", 100)
     write_report(runs["a"], tmp_path / "by-size")
-    assert sorted(p.name for p in (folder / "data" / TASKS[0]).iterdir()) == ["0.js", "index.js"]
+    pages = sorted(p.name for p in (folder / "data" / TASKS[0]).glob("[!g]*"))
+    assert pages == ["0.js", "index.js"]
 
 
 def test_run_text_is_data_never_markup(runs, tmp_path):

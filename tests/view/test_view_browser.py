@@ -127,8 +127,10 @@ def test_the_report_of_a_small_run_in_chromium(small_reports):
 
         # Nothing scrolls sideways, on a phone either, with votes open.
         assert overflow(page) <= 0
-        for view in ("#scores", "#spans?flag=split", "#review", "#settings"):
+        for view in ("#scores", "#spans?flag=split", "#review", "#graph", "#settings"):
             phone, _ = chromium.open(url + view, 390, 844, is_mobile=True)
+            if view == "#graph":
+                phone.wait_for_selector("figure.kg[data-drawn]")
             assert overflow(phone) <= 0, view
         chromium.browser.close()
     assert not chromium.errors, chromium.errors
@@ -233,7 +235,16 @@ def test_the_report_of_a_480k_triple_run_opens_fast_and_stays_small(big_report):
         assert page.locator("#list article.span").first.locator(".votes").count() >= 1
         assert dom_size(page) < MAX_DOM
         assert overflow(page) <= 0
-        for view in ("#scores", "#spans", "#review"):
+
+        # The Graph tab: a filing of 1,601 entities (a subject and 1,600 objects) drawn by its
+        # 40 best connected, and said so.
+        page, _ = chromium.open(url + "#graph")
+        page.wait_for_selector("figure.kg[data-drawn]")
+        figure = page.locator("figure.kg").first
+        assert figure.locator(".kg-canvas g.kg-entity").count() == 40
+        assert "Showing the 40 entities of highest degree" in figure.inner_text()
+        assert dom_size(page) < MAX_DOM
+        for view in ("#scores", "#spans", "#review", "#graph"):
             phone, _ = chromium.open(url + view, 390, 844, is_mobile=True)
             assert overflow(phone) <= 0, view
         chromium.browser.close()

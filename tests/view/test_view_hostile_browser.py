@@ -1,8 +1,9 @@
 """Hostile markup through every field the report shows, in headless Chromium: a run whose span
 (id, company, ticker, section, text), reference triple, extracted triples (subject, relation,
 object, their types), failure message, CheckRules name, judges' names, reasoning and warnings,
-model name and dataset id are all markup (support/hostile.py), shown alone, side by side with
-another such run, and with markup in the URL's filter state. Nothing of it runs (no `xss` call,
+model name and dataset id are all markup (support/hostile.py), shown alone (the Graph tab's
+drawing too: entities, relation, types, the filing's name), side by side with another such run,
+and with markup in the URL's filter state. Nothing of it runs (no `xss` call,
 no element it makes, no `javascript:` link) and each field reads as its text, literally.
 Panel and task names cannot carry markup: the run's files refuse them.
 
@@ -131,8 +132,36 @@ def test_markup_in_every_field_of_a_run_shows_as_text(hostile):
         assert injected(page) == []
         page, _ = chromium.open(url + "#" + quote(payload("url view")))
         assert page.locator("#scores").is_visible() and injected(page) == []
+
+        # The Graph tab: the hostile filing's graph (its name is the ticker's markup, so it
+        # comes first), its entities, relation and types in the drawing, its picker and lists.
+        page, _ = chromium.open(url + "#graph")
+        figure = page.locator("#graph figure.kg").first
+        page.wait_for_selector("#graph figure.kg[data-drawn]")
+        filing = f"{payload('ticker')}_{first_year(hostile['a'])}"
+        assert figure.get_attribute("data-drawn") == filing
+        assert texts(figure, "select option")[0].startswith(f"{filing} · ")
+        assert figure.locator(".kg-caption").text_content().startswith(f"{filing}: ")
+        drawn = figure.locator(".kg-canvas svg")
+        entities = [title.split(" — ")[0] for title in texts(drawn, "g.kg-entity > title")]
+        assert set(entities) == {TRIPLE[0], TRIPLE[3], "Apple", "iPhone"}
+        node = drawn.locator("g.kg-entity").filter(has=page.locator("title", has_text=TRIPLE[0]))
+        assert node.locator("title").text_content().endswith(f"; types {TRIPLE[1]}")
+        label = node.locator("text.kg-label").text_content()
+        assert label.endswith("…") and TRIPLE[0].startswith(label[:-1])  # its full text: title
+        edges = texts(drawn, "line.kg-edge > title")
+        assert f"{TRIPLE[0]} — {TRIPLE[2]} → {TRIPLE[3]} (1 triple)" in edges
+        assert texts(page, "#graph .graph-rules li")  # the rules, as text
+        assert injected(page) == []
         chromium.browser.close()
     assert not chromium.errors, chromium.errors
+
+
+def first_year(run_folder: Path) -> int:
+    """The fiscal year of the hostile span (the first) of the run."""
+    run = open_run(run_folder)
+    record = next(r for r in run.records(TASKS[0]) if r.span_id == SPAN_ID)
+    return record.doc["fiscal_year"]
 
 
 def test_markup_in_two_runs_side_by_side_shows_as_text(hostile):

@@ -43,7 +43,9 @@
     var cut = raw.indexOf("?");
     var view = cut < 0 ? raw : raw.slice(0, cut);
     var query = new URLSearchParams(cut < 0 ? "" : raw.slice(cut + 1));
-    state.view = ["scores", "spans", "review", "settings"].indexOf(view) >= 0 ? view : "scores";
+    var views = ["scores", "spans", "review", "settings"];
+    if (document.getElementById("graph")) views.push("graph"); // a run with triples
+    state.view = views.indexOf(view) >= 0 ? view : "scores";
     KEYS.forEach(function (key) {
       state[key] = query.get(key) || "";
     });

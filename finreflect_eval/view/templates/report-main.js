@@ -21,6 +21,7 @@
       else tab.removeAttribute("aria-current");
     });
     if (state.view === "spans" || state.view === "review") render();
+    if (state.view === "graph") R.drawGraphs();
   }
 
   var form = document.getElementById("filters");
@@ -143,7 +144,7 @@
   });
   readHash();
   show();
-  if (state.view === "scores" || state.view === "settings") {
+  if (state.view === "scores" || state.view === "settings" || state.view === "graph") {
     // the first screen is static; the span browser's first page loads meanwhile
     loadIndex(state.task).then(
       function () {

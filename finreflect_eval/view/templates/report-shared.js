@@ -5,14 +5,16 @@
  *   report-compare.js  two runs side by side: what differs between run A and run B
  *   report-filters.js  the state in the URL, the filter form, and which spans pass it
  *   report-spans.js    a span: its text, each run's triples and verdicts, every judge's vote
+ *   report-graph.js    the Graph tab: a filing's graph, drawn from its data script
  *   report-main.js     the tabs, the span browser's screen (status, list, pager), the wiring
  *
  * Not ES modules: a page opened from disk (file://) may not load module scripts. The parts share
  * one global, FRV (each part adds its names to it), which the data scripts call too.
  *
- * Data comes as scripts beside the page (data/<task>/index.js, data/<task>/<n>.js) that call
- * FRV.index(...) and FRV.page(...): a page opened from disk may load scripts but not fetch()
- * files. Only one task's index and the pages of the spans on screen are loaded; one screen of
+ * Data comes as scripts beside the page (data/<task>/index.js, data/<task>/<n>.js, and a
+ * filing's graph, data/<task>/graph-<run>-<n>.js) that call FRV.index(...), FRV.page(...) and
+ * FRV.graph(...): a page opened from disk may load scripts but not fetch() files. Only one
+ * task's index and the pages of the spans on screen are loaded; one screen of
  * spans is in the DOM at a time. Every text from the run is set with textContent (never as
  * HTML), so a span holding "<script>" shows it as text.
  */
@@ -35,6 +37,9 @@
     },
     page: function (task, number, spans) {
       loaded.set("p:" + task + ":" + number, spans);
+    },
+    graph: function (task, run, number, drawing) {
+      loaded.set("g:" + task + ":" + run + ":" + number, drawing);
     },
   });
 
@@ -76,6 +81,11 @@
     });
     pageUse.push(key);
     return load(key, folder(task) + number + ".js");
+  }
+
+  function loadGraph(task, run, number) {
+    var key = "g:" + task + ":" + run + ":" + number;
+    return load(key, folder(task) + "graph-" + run + "-" + number + ".js");
   }
 
   function forgetPages(keep) {
@@ -122,6 +132,7 @@
   R.review = false; // whether the span browser shows the review queue (set by render)
   R.loadIndex = loadIndex;
   R.loadPage = loadPage;
+  R.loadGraph = loadGraph; // a filing's drawing (data/<task>/graph-<run>-<n>.js)
   R.forgetPages = forgetPages;
   R.el = el;
   R.option = option;
