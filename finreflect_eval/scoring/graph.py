@@ -21,6 +21,8 @@ from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import metrics
 
 _SPAN_LEVEL = ("span_id", "filing", "ticker", "company")
+GRAPH_VERSION = 1  # of how the graph is measured: bump when a count changes, and the score
+# index's graphs are measured again
 
 
 def triple_table(task: str, facts: SpanFacts, column: str = "triples") -> pa.Table:
@@ -45,7 +47,10 @@ def task_graph(task: str, facts: SpanFacts) -> dict:
     computed = graph_metrics(
         triple_table(task, facts), opposite, reference=reference if len(reference) else None
     )
-    return computed | {"opposite_relations": [list(pair) for pair in opposite]}
+    return computed | {
+        "opposite_relations": [list(pair) for pair in opposite],
+        "version": GRAPH_VERSION,
+    }
 
 
 def graph_block(
@@ -61,6 +66,7 @@ def graph_block(
     current = {
         "opposite_relations": [list(pair) for pair in load_schema().opposite_relations],
         "normalisation": list(RULES),
+        "version": GRAPH_VERSION,
     }
     block = {}
     for task, facts in span_facts.items():
@@ -69,7 +75,7 @@ def graph_block(
             graph = task_graph(task, facts)
         checked, grounded = facts.total("grounding_checked"), facts.total("grounding_grounded")
         block[task] = GraphScores(
-            **graph,
+            **{key: value for key, value in graph.items() if key != "version"},
             grounding=Grounding(checked=checked, grounded=grounded, ungrounded=checked - grounded),
             cascade=None if cascade is None else cascade.get(task),
         )

@@ -62,7 +62,9 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
         p.name.split(".", 1)[1].split(f".v{INDEX_FORMAT}.")[1]
         for p in (folder / SCORE_INDEX).iterdir()
     )
-    assert indexed == sorted(["spans.arrow", "votes.scripted-test.arrow"] * len(TASKS))
+    assert indexed == sorted(
+        ["graph.json", "spans.arrow", "votes.scripted-test.arrow"] * len(TASKS)
+    )
     judges = ["judge-0", "judge-1", "judge-2"]
     index = folder / SCORE_INDEX
     table = VoteTable.read(next(index.glob("*single_pass*.votes.*.arrow")), judges)
