@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.leaderboard.registry import RegisteredDataset
-from finreflect_eval.protocol.criteria import CRITERIA
+from finreflect_eval.pipeline.cascade import UNGROUNDED_VOTE, grounded_triples
+from finreflect_eval.protocol.criteria import CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.records import DatasetInfo, HumanLabel, Manifest, SampleRecord, Submission
 from finreflect_eval.records.lm_eval import first_mismatch
 from finreflect_eval.scoring.failures import FailurePolicy
@@ -175,3 +176,38 @@ def label_problems(
         facts = SpanFacts.from_records(records[task], [])
         problems += checked_labels(manifest, task, facts, task_labels)[:1]
     return problems
+
+
+def cascade_problems(
+    records: dict[str, list[SampleRecord]], manifest: Manifest, panel: str
+) -> list[str]:
+    """The grounding cascade's votes are what it gives, where it gives them: a rule's
+    `ungrounded` vote only on a triple whose figures its span lacks (checked again here), and
+    the manifest's cascade counts those the samples hold (a run under the cascade says so)."""
+    said = manifest.judging[panel].cascade if panel in manifest.judging else None
+    for task, rows in records.items():
+        skipped = 0
+        for record in rows:
+            ungrounded = set(range(len(record.triples))) - set(grounded_triples(record))
+            for criterion, votes in record.votes.get(panel, {}).items():
+                for judge, cast in votes.items():
+                    marked = {i for i, vote in enumerate(cast) if vote.warning == "ungrounded"}
+                    if criterion not in TRIPLE_CRITERIA:
+                        ungrounded_here: set[int] = set()
+                    else:
+                        ungrounded_here = ungrounded
+                    wrong = [i for i in marked if cast[i] != UNGROUNDED_VOTE]
+                    expected = ungrounded_here if said is not None else marked & ungrounded_here
+                    if marked - ungrounded_here or wrong or marked != expected:
+                        return [
+                            f"task {task}, span {record.span_id}, {criterion} ({judge}): the "
+                            "grounding cascade's votes are not on the triples whose figures the "
+                            "span lacks"
+                        ]
+                    if criterion == "faithfulness" and judge == next(iter(votes)):
+                        skipped += len(marked)
+        if said is None and skipped:
+            return [f"task {task}: votes of the grounding cascade, but the run does not say so"]
+        if said is not None and said.get(task, {}).get("triples_skipped") != skipped:
+            return [f"task {task}: the grounding cascade's counts are not what the samples hold"]
+    return []

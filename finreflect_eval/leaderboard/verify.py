@@ -22,6 +22,7 @@ from finreflect_eval.leaderboard.registry import (
     with_sample,
 )
 from finreflect_eval.leaderboard.sample_checks import (
+    cascade_problems,
     derived_problems,
     label_problems,
     span_problems,
@@ -165,6 +166,8 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     if registered.section == "smoke":
         return Verdict("smoke", None, graph)
     official = is_official(panel, [m.model_dump() for m in results.judges.members])
+    # The grounding cascade scores some triples by rule: not the paper's protocol, not ranked.
+    official = official and manifest.judging[panel].cascade is None
     return Verdict("official" if official else "community", is_pinned(dataset, registered), graph)
 
 
@@ -182,6 +185,7 @@ def _recomputed(
     votes_problems = vote_problems(records, panel, judges)
     reasons = derived + votes_problems
     reasons += label_problems(submission.human_labels, manifest, records)
+    reasons += cascade_problems(records, manifest, panel)
     # Nothing follows from samples that do not hold together, and a difference would repeat a
     # secret: recompute only without those.
     if derived or votes_problems or secrets:

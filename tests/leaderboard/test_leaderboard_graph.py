@@ -163,3 +163,79 @@ def test_an_entry_scored_before_the_graph_block_is_shown_with_it_recomputed(run,
         match=rf"graph\.{TASKS[1]}: present in only one of the submitted and recomputed results",
     ):
         submit(partial, tmp_path / "board-partial")
+
+
+def test_a_cascade_run_is_not_ranked_and_its_rule_votes_must_be_the_cascades(tmp_path):
+    """Under `--skip-judging-ungrounded` some triples score 0 by rule: never the official
+    ranking; and a rule vote on a grounded triple (a forged one) is refused."""
+    import json
+
+    from finreflect_eval.leaderboard.verify import bundle_run
+    from finreflect_eval.records import Submission
+
+    folder = tmp_path / "cascade"
+    results = _cascade_run(folder)
+    submission = bundle_run(results.parent)
+    judging = submission.manifest.judging[submission.results.judges.panel]
+    assert judging.cascade is not None
+    from finreflect_eval.leaderboard.sample_checks import cascade_problems
+
+    panel = submission.results.judges.panel
+    assert cascade_problems(submission.samples, submission.manifest, panel) == []
+    data = json.loads(submission.model_dump_json())
+    record = next(r for rows in data["samples"].values() for r in rows if r["triples"])
+    vote = record["votes"][panel]["faithfulness"]["judge-0"][0]
+    vote.update(
+        verdict=0,
+        warning="ungrounded",
+        synthetic=True,
+        reasoning="A number, amount or date it states is not in the span.",
+    )
+    forged = Submission.model_validate(data)
+    assert cascade_problems(forged.samples, forged.manifest, panel)[0].endswith(
+        "the grounding cascade's votes are not on the triples whose figures the span lacks"
+    )
+    judging_forged = forged.manifest.judging[panel]
+    judging_forged.cascade = None
+    assert cascade_problems(forged.samples, forged.manifest, panel)
+
+
+def _cascade_run(folder):
+    from support.runs import candidate_file, panel_file
+
+    from finreflect_eval.models import ModelSpec
+    from finreflect_eval.pipeline.evaluator import evaluate
+    from finreflect_eval.pipeline.judging import load_panel
+    from finreflect_eval.pipeline.run_config import RunConfig
+
+    folder.mkdir(parents=True)
+    answer = {
+        "triples": [
+            {  # no figure: judged
+                "subject": "AAPL",
+                "subject_type": "ORG",
+                "relation": "Produces",
+                "object": "iPhone",
+                "object_type": "PRODUCT",
+            },
+            {
+                "subject": "AAPL",
+                "subject_type": "ORG",
+                "relation": "Discloses",
+                "object": "net sales of $999.9 billion",
+                "object_type": "FIN_METRIC",
+            },
+        ]
+    }
+    config = RunConfig(
+        model=ModelSpec("cand", "scripted", {"responses": str(candidate_file(folder, answer))}),
+        tasks=["finreflect_smoke_single_pass"],
+        dataset="sample",
+        limit=2,
+        output_path=folder / "out",
+        cache=None,
+        skip_judging_ungrounded=True,
+    )
+    panel = load_panel(panel_file(folder, "accepts_all", "accepts_all", "accepts_all"))
+    run, results = evaluate(config, panel)
+    return run.store.results_path(results.run, results.judges.panel)
