@@ -24,11 +24,14 @@ trap 'rm -rf "$work"' EXIT
 venv=$work/venv
 # pip takes torch 2.13.0 from this machine's disk (uv would fetch a CUDA build of several GB);
 # the constraint keeps it, and makes a torch floor above 2.13 fail here instead of downloading.
+# torch brings the newest networkx; uv keeps an installed package that satisfies the range, so
+# networkx (a direct dependency) is resolved again, to its floor.
 echo "torch==2.13.0" >"$work/constraints.txt"
 python3 -m venv "$venv" \
   && "$venv/bin/pip" install -q torch==2.13.0 \
   && "$uv_home/bin/uv" pip install -q --python "$venv/bin/python" --resolution lowest-direct \
-    --compile-bytecode -c "$work/constraints.txt" -e '.[hf,api,dev,ray]' \
+    --compile-bytecode -c "$work/constraints.txt" --reinstall-package networkx \
+    -e '.[hf,api,dev,ray]' \
   || { echo "lowest versions: cannot install them" >&2; exit 1; }
 
 echo "lowest versions installed:"
