@@ -111,7 +111,9 @@ class _Spans:
 
     def __init__(self, task: str, facts: SpanFacts) -> None:
         self.task, self.facts = task, facts
-        self.row = {span_id: row for row, span_id in enumerate(facts.python_values("span_id"))}
+        self.span_ids = facts.python_values("span_id")
+        self.doc_ids = facts.python_values("doc_id")
+        self.row = {span_id: row for row, span_id in enumerate(self.span_ids)}
 
     def shown(self, run: str, row: int, index: int | None) -> dict[str, Any] | None:
         """What the item's task shows people (its text, marked text, triple and heading); None
@@ -124,8 +126,8 @@ class _Spans:
         item = Item(
             run=run,
             task=self.task,
-            span_id=self.facts.python_values("span_id")[row],
-            doc_id=int(self.facts.column("doc_id")[row]),
+            span_id=self.span_ids[row],
+            doc_id=self.doc_ids[row],
             filing=self.facts.table.column("filing")[row].as_py(),
             text=text,
             span_sha256=text_sha256(text),
@@ -173,7 +175,7 @@ def _problem(data: Any, manifest: Manifest, spans: dict[str, _Spans]) -> str | N
         return f"task {str(task)[:40]!r} is not in this run"
     of_task, span_id = spans[task], data.get("span_id")
     row = of_task.row.get(span_id) if isinstance(span_id, str) else None
-    if row is None or data.get("doc_id") != int(of_task.facts.column("doc_id")[row]):
+    if row is None or data.get("doc_id") != of_task.doc_ids[row]:
         return f"span {str(span_id)[:60]!r} is not a span of {task} in this run"
     if data.get("sample") not in ("audit", "flagged"):
         return f"sample {str(data.get('sample'))[:20]!r} is neither audit nor flagged"

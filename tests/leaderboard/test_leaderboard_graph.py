@@ -201,14 +201,8 @@ def test_a_cascade_run_is_not_ranked_and_its_rule_votes_must_be_the_cascades(tmp
 
 
 def _cascade_run(folder):
-    from support.runs import candidate_file, panel_file
+    from support.runs import panel_file, scripted_run
 
-    from finreflect_eval.models import ModelSpec
-    from finreflect_eval.pipeline.evaluator import evaluate
-    from finreflect_eval.pipeline.judging import load_panel
-    from finreflect_eval.pipeline.run_config import RunConfig
-
-    folder.mkdir(parents=True)
     answer = {
         "triples": [
             {  # no figure: judged
@@ -227,15 +221,5 @@ def _cascade_run(folder):
             },
         ]
     }
-    config = RunConfig(
-        model=ModelSpec("cand", "scripted", {"responses": str(candidate_file(folder, answer))}),
-        tasks=["finreflect_smoke_single_pass"],
-        dataset="sample",
-        limit=2,
-        output_path=folder / "out",
-        cache=None,
-        skip_judging_ungrounded=True,
-    )
-    panel = load_panel(panel_file(folder, "accepts_all", "accepts_all", "accepts_all"))
-    run, results = evaluate(config, panel)
-    return run.store.results_path(results.run, results.judges.panel)
+    panel = panel_file(folder, "accepts_all", "accepts_all", "accepts_all")
+    return scripted_run(folder, "cand", 2, panel, answer=answer, skip_judging_ungrounded=True)

@@ -85,6 +85,7 @@ def scripted_run(
     dataset: str = "sample",
     answer: dict | None = None,
     policy: FailurePolicy | None = None,
+    skip_judging_ungrounded: bool = False,
 ) -> Path:
     """A whole scored run through the Python API (the candidate answers every span with
     `answer`, default TRIPLES); returns its results file."""
@@ -96,6 +97,7 @@ def scripted_run(
         limit=limit,
         output_path=folder / "out",
         cache=folder / "out" / "cache.sqlite",
+        skip_judging_ungrounded=skip_judging_ungrounded,
     )
     panel = panel if isinstance(panel, Panel) else load_panel(panel)
     run, results = evaluate(config, panel, policy)
