@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from abc import ABC, abstractmethod
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -126,6 +127,9 @@ class LM(ABC):
     commit: str | None = None
     # Replicas that run batches at once (`replicas.ReplicatedLM`).
     data_parallel_size: int = 1
+    # The devices an in-process model holds while it computes (its GPUs; 1: the CPU): its
+    # calls' device seconds are their wall seconds times this. None for a server's model.
+    devices: int | None = 1
     # The progress bar of the `generate` under way, where one is shown.
     _bar: RequestBar | None = None
 
@@ -230,10 +234,16 @@ class LM(ABC):
             self.batch_sizes.append(self.batch_size)
         if pending and progress.shown():
             self._bar = RequestBar(len(pending), desc or f"{self.backend}:{self.model}")
+        clock = time.perf_counter()
         try:
             # Each result is cached once final, as it comes: a killed run keeps every answer it
             # received. Transport failures are not cached: retried on a rerun.
             for positions, outcomes, done in self._generate_batches([requests[i] for i in pending]):
+                if done:  # the wall time since the last answers, shared by those now final
+                    now = time.perf_counter()
+                    for i in done:
+                        outcomes[i].seconds += (now - clock) / len(done)
+                    clock = now
                 if self.cache is not None:
                     self.cache.put_many(
                         (keys[pending[positions[i]]], outcomes[i].to_cache())
@@ -264,8 +274,10 @@ class LM(ABC):
                 self.count_call(attempt)
                 if self._bar is not None:
                     self._bar.call(len(attempt))
+                started = time.perf_counter()
                 for arrived in self._complete_as_done(attempt):
-                    yield positions, batch.results, batch.receive(arrived)
+                    held = self.devices and (time.perf_counter() - started) * self.devices
+                    yield positions, batch.results, batch.receive(arrived, held)
             self.stats["failures"] += batch.failures()
 
     def decoding_progress(self, rows: int, work: float) -> Callable[[float], None] | None:
@@ -372,14 +384,23 @@ class Attempts:
         """The current attempt's requests (again, for a replica that died before answering)."""
         return [_retry_request(self.requests[i], self.attempt) for i in self.todo]
 
-    def receive(self, arrived: list[tuple[int, Completion]]) -> list[int]:
-        """Record completions by position in the current attempt; the indices now final."""
+    def receive(
+        self, arrived: list[tuple[int, Completion]], device_seconds: float | None = None
+    ) -> list[int]:
+        """Record completions by position in the current attempt, with the `device_seconds`
+        their model held its devices for them (shared equally; None: a server's); the indices
+        now final."""
         final = []
         for position, completion in arrived:
             index = self.todo[position]
             result = self.results[index]
             result.prompt_tokens += completion.prompt_tokens
             result.completion_tokens += completion.completion_tokens
+            result.cached_prompt_tokens += completion.cached_prompt_tokens
+            if device_seconds is not None:
+                result.device_seconds = (result.device_seconds or 0.0) + device_seconds / len(
+                    arrived
+                )
             if completion.error is not None:  # transport failure: report, don't cache
                 # Even after an invalid output: the whole call is asked again on a rerun.
                 result.error, result.attempts, result.raw_outputs = completion.error, 0, []

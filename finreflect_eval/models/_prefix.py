@@ -101,9 +101,9 @@ class PrefixCache:
         input_ids: Any,
         attention_mask: Any,
         on_tokens: Callable[[int], None] | None = None,
-    ) -> tuple[Any, int] | None:
+    ) -> tuple[Any, list[int]] | None:
         """A cache for a left-padded batch holding every position but the last of each row,
-        and the number of prompt positions the model computed to build it; None for a batch
+        and the prompt positions the model computed to build it, per row; None for a batch
         it cannot serve (right padding, a prompt of one token). `on_tokens` hears of the
         positions ready as they are: each row's kept prefix, then each chunk computed."""
         import torch
@@ -113,11 +113,11 @@ class PrefixCache:
             return None
         width = input_ids.shape[1] - 1
         with torch.inference_mode():
-            rows, computed = [], 0
+            rows, computed = [], []
             for ids, mask in zip(input_ids, attention_mask, strict=True):
                 states, new = self._states(ids[mask.bool()][:-1].cpu(), on_tokens)
                 rows.append(states)
-                computed += new
+                computed.append(new)
             layers = []
             for layer in range(len(rows[0])):
                 keys, values = rows[0][layer]

@@ -105,6 +105,9 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
+    cached_prompt_tokens: int = 0
+    """Prompt tokens the backend did not compute again (prefix reuse, a server's prompt cache),
+    where it says so."""
 
 
 @dataclass
@@ -117,9 +120,14 @@ class GenerationResult:
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
     cached: bool = False
     attempts: int = 0
     raw_outputs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    """Its share of the wall time its model spent generating (none for a cache hit)."""
+    device_seconds: float | None = None
+    """Its share of the time its in-process model held its devices (None: a server's)."""
 
     @property
     def ok(self) -> bool:
@@ -131,6 +139,7 @@ class GenerationResult:
             "error": self.error,
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
+            "cached_prompt_tokens": self.cached_prompt_tokens,
             "attempts": self.attempts,
             "raw_outputs": self.raw_outputs,
         }

@@ -222,6 +222,9 @@ class HFModel(LM):
             raise FinReflectError(f"cannot load model '{self.model}': {first_line(exc)}") from exc
         self.hf_model.eval()
         self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
+        # The GPUs a device map spreads the weights over (each waits while another computes).
+        spread = (getattr(self.hf_model, "hf_device_map", None) or {}).values()
+        self.devices = max(1, len({str(d) for d in spread if str(d) not in ("cpu", "disk")}))
 
     def _load_tokenizer(self, source: str) -> None:
         """Load the tokenizer from `source`; one without a pad token pads with its EOS token."""
@@ -351,10 +354,14 @@ class HFModel(LM):
             input_ids, attention_mask, on_prompt
         )
         self.stats["prompt_tokens"] += prompt_tokens
+        read = [int(n) for n in attention_mask.sum(1)]  # each row's prompt, as the model reads it
+        reused = [0] * len(group)
         if prefilled:
             prefilled_cache, computed = prefilled
             sampling[self.prefix_cache.keyword] = prefilled_cache
-            self.stats["prompt_tokens_computed"] += computed + len(group)  # + each last token
+            self.stats["prompt_tokens_computed"] += sum(computed) + len(group)  # + each last
+            # All but each row's last prompt token are cached: those not computed were reused.
+            reused = [n - 1 - new for n, new in zip(read, computed, strict=True)]
         else:
             self.stats["prompt_tokens_computed"] += input_ids.numel()  # padding included
         if on_work is not None:
@@ -372,10 +379,11 @@ class HFModel(LM):
         return [
             Completion(
                 text=text,
-                prompt_tokens=self._count(prompt),
+                prompt_tokens=tokens,
                 completion_tokens=self._count(text),
+                cached_prompt_tokens=cached,
             )
-            for prompt, text in zip(prompts, texts, strict=True)
+            for tokens, text, cached in zip(read, texts, reused, strict=True)
         ]
 
     def fit_batch_size(self, requests: list[GenerationRequest]) -> None:

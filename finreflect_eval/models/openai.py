@@ -71,6 +71,7 @@ class OpenAIModel(LM):
 
     backend = "openai"
     remote = True
+    devices = None  # the server's: its time is not this run's to count
     endpoint_path = "/chat/completions"  # under base_url; the completions backend has its own
 
     def __init__(
@@ -440,10 +441,16 @@ def _parse(response: httpx.Response, answer_text: Callable[[Any], Any]) -> Compl
         return Completion(text=None, error=_one_line(f"malformed response: {response.text}"))
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
+    details = usage.get("prompt_tokens_details")
     return Completion(
         text=text,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=_count(usage.get("completion_tokens")),
+        # OpenAI's field for prompt tokens served from the server's prompt cache (vLLM's with
+        # --enable-prompt-tokens-details, llama-server's).
+        cached_prompt_tokens=_count(details.get("cached_tokens"))
+        if isinstance(details, dict)
+        else 0,
     )
 
 

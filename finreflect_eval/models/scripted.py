@@ -63,7 +63,11 @@ class ScriptedModel(LM):
             else:
                 text = self.responses[min(len(self.requests), len(self.responses) - 1)]
             self.requests.append(request)
-            completions.append(Completion(text=text, completion_tokens=len(text.split())))
+            # Not a model: its "tokens" are the words of the prompt and of the answer.
+            words = len(request.plain_prompt().split())
+            completions.append(
+                Completion(text=text, prompt_tokens=words, completion_tokens=len(text.split()))
+            )
         return completions
 
 

@@ -156,6 +156,7 @@ class VLLMModel(LM):
             chat = getattr(self.llm.get_tokenizer(), "chat_template", None) is not None
         self.chat = chat
         self.commit = hub_commit(model, revision)
+        self.devices = tensor_parallel_size * pipeline_parallel_size
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_length = getattr(model_config, "max_model_len", None)
         if enable_thinking is not None and not chat:
@@ -240,6 +241,8 @@ class VLLMModel(LM):
                 text=output.outputs[0].text,
                 prompt_tokens=len(output.prompt_token_ids or ()),
                 completion_tokens=len(output.outputs[0].token_ids),
+                # Automatic prefix caching's hits (a RequestOutput of vLLM's v1 engine says so).
+                cached_prompt_tokens=getattr(output, "num_cached_tokens", None) or 0,
             )
             for output in outputs
         ]

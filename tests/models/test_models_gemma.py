@@ -93,3 +93,58 @@ def test_judge_prompts_reuse_their_prefix_with_the_same_outputs():
             stats[tokens] = lm.stats
     assert outputs[16384] == outputs[0]
     assert stats[16384]["prompt_tokens_computed"] <= 0.6 * stats[16384]["prompt_tokens"]
+
+
+def test_cost_of_a_run_counts_the_tokens_the_tokenizer_counts(gemma, tmp_path):
+    """The embedded model as the candidate, scripted judges: each extraction call's prompt and
+    completion tokens are those of its chat-templated prompt and of its outputs, counted here
+    with the model's tokenizer loaded on its own; the cost block adds them up, with the
+    device seconds of an in-process model; calls after the first reuse the shared prefix."""
+    import transformers
+    from support.scripted_judges import accepts_all
+
+    from finreflect_eval import simple_evaluate
+    from finreflect_eval.models.scripted import ScriptedModel
+
+    gemma.batch_size = 2
+    task = "finreflect_smoke_single_pass"
+    results = simple_evaluate(
+        gemma,
+        tasks=task,
+        dataset="sample",
+        limit=2,
+        judges=[ScriptedModel("judge", responses=accepts_all) for _ in range(2)],
+        gen_kwargs="max_gen_toks=200",
+        output_path=tmp_path,
+        bootstrap_iters=0,
+    )
+    tokenizer = transformers.AutoTokenizer.from_pretrained(gemma.tokenizer.name_or_path)
+    template = results["chat_template"]  # as the run recorded it (None: the GGUF file has none)
+    prompt_tokens = completion_tokens = cached = calls = 0
+    for record in results["samples"][task]:
+        for step, (_, args) in zip(
+            record["steps"], sorted(record["arguments"].items()), strict=True
+        ):
+            if template:
+                ids = tokenizer.apply_chat_template(
+                    args["arg_0"], chat_template=template, add_generation_prompt=True
+                )
+                ids = ids if isinstance(ids, list) else ids["input_ids"]
+            else:  # a base model reads the messages' text, after the tokenizer's own BOS
+                ids = tokenizer("\n\n".join(m["content"] for m in args["arg_0"])).input_ids
+            attempts = step["raw_outputs"]
+            assert step["prompt_tokens"] == len(ids) * len(attempts)
+            assert step["completion_tokens"] == sum(
+                len(tokenizer(text, add_special_tokens=False).input_ids) for text in attempts
+            )
+            assert 0 <= step["cached_prompt_tokens"] < step["prompt_tokens"]
+            assert step["seconds"] > 0 and step["device_seconds"] > 0
+            prompt_tokens += step["prompt_tokens"]
+            completion_tokens += step["completion_tokens"]
+            cached += step["cached_prompt_tokens"]
+            calls += 1
+    extraction = results["cost"][task]["extraction"]
+    assert (extraction["calls"], extraction["prompt_tokens"]) == (calls, prompt_tokens)
+    assert extraction["completion_tokens"] == completion_tokens
+    assert extraction["cached_prompt_tokens"] == cached > 0  # the system prompt, reused
+    assert extraction["device_seconds"] > 0 and extraction["model"] == "gemma-3-270m"

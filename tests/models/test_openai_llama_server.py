@@ -64,6 +64,20 @@ def test_run_against_llama_server(llama_server, cli, tmp_path):
     details = json.loads(results.read_text())["details"]["finreflect_smoke_single_pass"]
     assert details["judge_failures"] == 0
 
+    # The cost block counts what the server said it counted, cached prompt tokens included
+    # (`usage.prompt_tokens_details.cached_tokens`); a server's time is not the run's devices'.
+    cost = json.loads(results.read_text())["cost"]["finreflect_smoke_single_pass"]
+    usage = [e["usage"] for e in proxy.exchanges]
+    total = cost["total"]
+    assert total["calls"] == len(usage) and total["cache_hits"] == 0
+    assert total["prompt_tokens"] == sum(u["prompt_tokens"] for u in usage)
+    assert total["completion_tokens"] == sum(u["completion_tokens"] for u in usage)
+    server_cached = sum(
+        (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0) for u in usage
+    )
+    assert total["cached_prompt_tokens"] == server_cached > 0  # the judges' shared prefix
+    assert total["device_seconds"] is None and total["seconds"] > 0
+
 
 def test_lm_evals_local_completions_against_llama_server(llama_server, cli, tmp_path):
     """lm-eval's `--model local-completions` with its endpoint URL: the extractions go to

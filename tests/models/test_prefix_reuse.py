@@ -94,17 +94,17 @@ def test_kept_prompts_stay_within_the_budget(tiny_gemma_dir, monkeypatch):
         ones = torch.ones_like(prompt)
         ready: list[int] = []  # positions reported ready, as they are
         _, computed = cache.batch_cache(prompt, ones, ready.append)
-        assert computed == 39  # all but the last position, which generate computes
+        assert computed == [39]  # all but the last position, which generate computes
         assert ready == [16, 16, 7]  # chunk by chunk
         _, computed = cache.batch_cache(prompt, ones, ready.append)
-        assert computed == 0 and ready[3:] == [39]  # the same prompt again: kept
+        assert computed == [0] and ready[3:] == [39]  # the same prompt again: kept
         longer = torch.cat([prompt, torch.arange(50, 60).unsqueeze(0)], dim=1)
         _, computed = cache.batch_cache(longer, torch.ones_like(longer), ready.append)
-        assert computed == 10 and ready[4:] == [39, 10]
+        assert computed == [10] and ready[4:] == [39, 10]
         assert cache._kept == 49  # the shorter prompt, a prefix of the longer, is not kept twice
         other = torch.arange(100, 140).unsqueeze(0)
         _, computed = cache.batch_cache(other, ones)
-        assert computed == 39 and cache._kept == 39  # over budget: the oldest dropped
+        assert computed == [39] and cache._kept == 39  # over budget: the oldest dropped
 
 
 def test_a_batch_it_cannot_serve_is_computed_whole(tiny_model_dir):

@@ -173,7 +173,8 @@ def judge_answer(body: dict[str, Any], verdict: int = 1, level: str = "good") ->
 
 class RecordingProxy(ThreadingHTTPServer):
     """Forwards every POST to a real server (`upstream`, a `/v1` URL) and keeps each request
-    body with the status it got: what the real server received, for the test to log."""
+    body with the status it got and the `usage` it answered: what the real server received and
+    counted, for the test to log and check."""
 
     daemon_threads = True
 
@@ -199,9 +200,13 @@ class _Forward(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         data = self.rfile.read(int(self.headers["Content-Length"]))
         status, reply = self._forward(data)
+        try:
+            usage = json.loads(reply).get("usage")
+        except (ValueError, AttributeError):
+            usage = None
         with self.server.lock:
             self.server.exchanges.append(
-                {"path": self.path, "body": json.loads(data), "status": status}
+                {"path": self.path, "body": json.loads(data), "status": status, "usage": usage}
             )
         self._reply(status, reply)
 
