@@ -15,6 +15,7 @@ from finreflect_eval._util.redaction import redact
 from finreflect_eval.models import LM, parse_batch_size
 from finreflect_eval.pipeline.judging import Panel
 from finreflect_eval.pipeline.sharding import Shard
+from finreflect_eval.records import Prices
 
 
 @dataclass(frozen=True)
@@ -131,6 +132,10 @@ _ARGUMENTS = {
     "system_instruction": _Takes("a string or None", _optional(_is_str)),
     "fewshot_as_multiturn": _Takes("True or False", _is_bool),
     "skip_judging_ungrounded": _Takes("True or False", _is_bool),
+    "prices": _Takes(
+        "a price table: a YAML file's path, a dict of its content, a Prices, or None",
+        lambda v: v is None or _is_path(v) or isinstance(v, Mapping | Prices),
+    ),
     "gen_kwargs": _Takes(_KEY_VALUES, _is_key_values),
     "seed": _Takes("an integer or None", _optional(_is_int)),
     "random_seed": _Takes("an integer or None", _optional(_is_int)),

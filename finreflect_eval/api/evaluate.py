@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from finreflect_eval._util.errors import ArgumentValueError, FinReflectError
+from finreflect_eval._util.errors import ArgumentValueError, FinReflectError, first_line
 from finreflect_eval._util.progress import progress_bars
 from finreflect_eval.api.arguments import check_arguments
 from finreflect_eval.models import LM, ModelSpec, parse_batch_size, parse_model_args
@@ -28,7 +28,7 @@ from finreflect_eval.pipeline.evaluator import (
 )
 from finreflect_eval.pipeline.run_config import RunConfig
 from finreflect_eval.pipeline.sharding import Shard, load_runs
-from finreflect_eval.records import Results, SampleRecord
+from finreflect_eval.records import Prices, Results, SampleRecord
 from finreflect_eval.runs.store import writing
 from finreflect_eval.scoring.failures import FailurePolicy
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
@@ -66,6 +66,7 @@ def run_config(
     shard: Shard | None = None,
     bootstrap_iters: int = BOOTSTRAP_ITERS,
     skip_judging_ungrounded: bool = False,
+    prices: str | Path | Mapping[str, Any] | Prices | None = None,
 ) -> RunConfig:
     """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
     `model`: a name or path (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s
@@ -76,8 +77,9 @@ def run_config(
     generation seed (lm-eval's torch seed; None: the tasks' own); the other seeds are lm-eval's,
     with its defaults. `skip_judging_ungrounded`: the grounding cascade (triples whose numbers
     or dates their span lacks score 0, unjudged; the default judges every triple, as the
-    paper). An argument of the wrong type or value is an `ArgumentTypeError`/
-    `ArgumentValueError` naming it."""
+    paper). `prices`: the price table of the results' cost block (a YAML file, its content as
+    a dict, or a `Prices`; None: no money counted). An argument of the wrong type or value is
+    an `ArgumentTypeError`/`ArgumentValueError` naming it."""
     check_arguments(locals(), spans_by_task=True)  # first: the parameters are all the locals
     names = [tasks] if isinstance(tasks, str) else list(tasks)
     names = [name for item in names for name in item.split(",") if name]
@@ -116,6 +118,7 @@ def run_config(
         shard=shard,
         bootstrap_iters=bootstrap_iters,
         skip_judging_ungrounded=skip_judging_ungrounded,
+        prices=_prices(prices),
         num_fewshot=num_fewshot,
         system_instruction=system_instruction,
         fewshot_as_multiturn=fewshot_as_multiturn,
@@ -171,6 +174,7 @@ def simple_evaluate(
     max_judge_failure_share: float = FailurePolicy.max_judge_failure_share,
     allow_failures: bool = False,
     skip_judging_ungrounded: bool = False,
+    prices: str | Path | Mapping[str, Any] | Prices | None = None,
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """extract → judge → score, as `finreflect-eval run` does, called as lm-eval 0.4.13's
@@ -239,6 +243,7 @@ def simple_evaluate(
             shard=shard,
             bootstrap_iters=bootstrap_iters,
             skip_judging_ungrounded=skip_judging_ungrounded,
+            prices=prices,
         )
         panel = _panel(judges, config.tasks, config.include_paths)
         with progress_bars(show_progress):
@@ -257,14 +262,18 @@ def evaluate_run(
     allow_failures: bool = False,
     show_progress: bool = False,
     bootstrap_iters: int = BOOTSTRAP_ITERS,
+    skip_judging_ungrounded: bool = False,
+    prices: str | Path | Mapping[str, Any] | Prices | None = None,
 ) -> dict[str, Any]:
     """Judge and score a saved run (`finreflect-eval judge`, then `score`): `samples` a run
     folder or manifest (or every shard's folder); `judges` as for `simple_evaluate`, or None to
     score the votes already there (the newest panel's). `use_cache`: True (the extraction's
-    cache), False or None (no cache), or a cache file. Returns the results file's content, as
+    cache), False or None (no cache), or a cache file. `skip_judging_ungrounded` and `prices`:
+    as for `run_config`. Returns the results file's content, as
     written to the run folder (its `samples`: the files' names; their records are in the
     folder). Prints nothing, and checks its arguments, as `simple_evaluate` does."""
     check_arguments(locals())  # first: the parameters are all the locals there are
+    price_table = _prices(prices)
     run = load_runs(_paths(samples))
     include_paths = _paths(include_path)
     policy = FailurePolicy(
@@ -277,11 +286,31 @@ def evaluate_run(
         if judges is not None:
             panel = _panel(judges, list(run.manifest.tasks), include_paths)
             cache = _cache_file(use_cache, default_cache(run))
-            run = judge(run, panel, cache=cache, include_paths=include_paths)
+            run = judge(
+                run,
+                panel,
+                cache=cache,
+                include_paths=include_paths,
+                skip_ungrounded=skip_judging_ungrounded,
+            )
             if not allow_failures:
                 check_judging(run, panel.panel)
             name = panel.panel
-        return _as_dict(score(run, name, policy, bootstrap_iters))
+        return _as_dict(score(run, name, policy, bootstrap_iters, price_table))
+
+
+def _prices(prices: str | Path | Mapping[str, Any] | Prices | None) -> Prices | None:
+    """The price table an argument gives (a wrong one: an `ArgumentValueError` naming it)."""
+    from pydantic import ValidationError
+
+    if prices is None or isinstance(prices, Prices):
+        return prices
+    try:
+        if isinstance(prices, Mapping):
+            return Prices.model_validate(prices)
+        return Prices.load(prices)
+    except (FinReflectError, ValidationError) as exc:
+        raise ArgumentValueError(f"prices: {first_line(exc)}") from None
 
 
 def _panel(judges: Judges, tasks: list[str], include_paths: list[Path]) -> judging.Panel:

@@ -130,7 +130,7 @@ def score(args: argparse.Namespace) -> None:
     hub_args = _hub_log_args(args)
     run = load_runs(args.samples, for_scoring=True)
     with evaluator.writing(run.folder):
-        results = evaluator.score(run, args.judges, _policy(args), **_bootstrap(args))
+        results = evaluator.score(run, args.judges, _policy(args), **_scoring(args))
     print(results_table(results))
     print(f"results, samples and review queues in {run.folder}")
     if hub_args:
@@ -303,7 +303,7 @@ def _run_config(args: argparse.Namespace):
         use_cache=False if args.no_cache else (args.cache or True),
         include_path=include_paths,
         shard=Shard.parse(args.shard) if args.shard else None,
-        **_bootstrap(args),
+        **_scoring(args),
     )
 
 
@@ -356,10 +356,17 @@ def _push(run, results, hub_args) -> None:
         print(f"pushed to {url}")
 
 
-def _bootstrap(args: argparse.Namespace) -> dict[str, int]:
-    """`--bootstrap_iters` where given (else scoring's default; `extract` has no such flag)."""
-    iters = getattr(args, "bootstrap_iters", None)
-    return {} if iters is None else {"bootstrap_iters": iters}
+def _scoring(args: argparse.Namespace) -> dict[str, Any]:
+    """`--bootstrap_iters` where given (else scoring's default) and the `--prices` table, read
+    now (a mistake in it must not surface after the model calls); `extract` has neither."""
+    from finreflect_eval.records import Prices
+
+    options: dict[str, Any] = {}
+    if getattr(args, "bootstrap_iters", None) is not None:
+        options["bootstrap_iters"] = args.bootstrap_iters
+    if getattr(args, "prices", None) is not None:
+        options["prices"] = Prices.load(args.prices)
+    return options
 
 
 def _policy(args: argparse.Namespace):

@@ -153,8 +153,16 @@ def add_failure_policy(parser: argparse.ArgumentParser, scoring: bool) -> None:
         )
 
 
-def add_bootstrap_iters(parser: argparse.ArgumentParser) -> None:
-    """`--bootstrap_iters N`, lm-eval's flag: the resamples of the intervals (0: none)."""
+def add_scoring_options(parser: argparse.ArgumentParser) -> None:
+    """`--bootstrap_iters N`, lm-eval's flag: the resamples of the intervals (0: none); and
+    `--prices FILE`, the price table of the cost block."""
+    parser.add_argument(
+        "--prices",
+        type=Path,
+        metavar="FILE",
+        help="a price table (YAML: currency, and per model id input/output/cached prices per "
+        "million tokens, device_hour): the results' cost block then counts the money too",
+    )
     parser.add_argument(
         "--bootstrap_iters",
         "--bootstrap-iters",

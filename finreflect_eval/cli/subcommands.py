@@ -8,7 +8,6 @@ from typing import Any
 
 from finreflect_eval.cli import commands as handlers
 from finreflect_eval.cli.options import (
-    add_bootstrap_iters,
     add_cache,
     add_failure_policy,
     add_grounding_cascade,
@@ -17,6 +16,7 @@ from finreflect_eval.cli.options import (
     add_judges,
     add_leaderboard_folder,
     add_run_folders,
+    add_scoring_options,
     add_task_selection,
     add_verbosity,
     hub_repo_id,
@@ -48,7 +48,7 @@ def add_run(commands: Commands) -> None:
     add_judges(run)
     add_grounding_cascade(run)
     add_failure_policy(run, scoring=True)
-    add_bootstrap_iters(run)
+    add_scoring_options(run)
     add_hub_logging(run)
     run.set_defaults(func=handlers.run)
 
@@ -84,7 +84,7 @@ def add_score(commands: Commands) -> None:
     add_run_folders(score)
     score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
     add_failure_policy(score, scoring=True)
-    add_bootstrap_iters(score)
+    add_scoring_options(score)
     add_hub_logging(score)
     score.set_defaults(func=handlers.score)
 

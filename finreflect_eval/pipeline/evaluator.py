@@ -29,7 +29,7 @@ from finreflect_eval.pipeline.manifest import build_manifest, loaded_model
 from finreflect_eval.pipeline.run_config import RunConfig, generation_kwargs, with_overrides
 from finreflect_eval.pipeline.sharding import Shard
 from finreflect_eval.pipeline.span_source import SpanSource, check_sample_tasks
-from finreflect_eval.records import Manifest, Results, SampleRecord
+from finreflect_eval.records import Manifest, Prices, Results, SampleRecord
 from finreflect_eval.review import queue as review
 from finreflect_eval.runs.store import Run, RunStore, identity, writing
 from finreflect_eval.scoring import compute as scoring
@@ -260,10 +260,12 @@ def score(
     panel: str | None = None,
     policy: FailurePolicy | None = None,
     bootstrap_iters: int = BOOTSTRAP_ITERS,
+    prices: Prices | None = None,
 ) -> Results:
     """Every number recomputed from the samples of a judged run (one panel's votes), written as
     `results_<run>_<panel>.json` with the review queues; refused (nothing written) when the run
-    fails the failure policy. The intervals take `bootstrap_iters` resamples (0: none)."""
+    fails the failure policy. The intervals take `bootstrap_iters` resamples (0: none); the
+    cost block's money comes from `prices`."""
     policy = policy or FailurePolicy()
     panel = scoring.choose_panel(run.manifest, panel)
     span_facts, votes = scoring.score_tables(
@@ -279,6 +281,7 @@ def score(
         bootstrap_iters,
         human_labels=labels,
         graphs=run.graphs,
+        prices=prices,
     )
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
@@ -305,7 +308,7 @@ def evaluate(
             include_paths=config.include_paths,
             skip_ungrounded=config.skip_judging_ungrounded,
         )
-        return judged, score(judged, panel.panel, policy, config.bootstrap_iters)
+        return judged, score(judged, panel.panel, policy, config.bootstrap_iters, config.prices)
 
 
 def check_before_calls(config: RunConfig, panel: judging.Panel) -> None:

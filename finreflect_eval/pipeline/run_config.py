@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
 from finreflect_eval.models import LM, ModelSpec
 from finreflect_eval.pipeline.sharding import Shard
+from finreflect_eval.records import Prices
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 from finreflect_eval.tasks.config import Task
 
@@ -41,6 +42,7 @@ class RunConfig:
     shard: Shard | None = None  # run only this shard of every task's spans
     bootstrap_iters: int = BOOTSTRAP_ITERS  # resamples behind every interval (0: none)
     skip_judging_ungrounded: bool = False  # the grounding cascade (pipeline.cascade)
+    prices: Prices | None = None  # the price table of the results' cost block (None: no money)
     # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
     num_fewshot: int | None = None
     system_instruction: str | None = None

@@ -103,7 +103,55 @@ def results_table(results: Results) -> str:
         + always_agree_line(results)
         + graph_lines(results)
         + human_table(results)
+        + cost_table(results)
     )
+
+
+def cost_table(results: Results) -> str:
+    """Per task, what the extraction and each judge used (`cost`): calls, answers from the
+    cache, tokens (of the prompt's, those cached), seconds, device seconds, money; the total,
+    and per 1,000 triples."""
+    rows = []
+    for task, cost in results.cost.items():
+        parts = [("extraction", cost.extraction), *cost.judging.items(), ("total", cost.total)]
+        for stage, usage in parts:
+            model = getattr(usage, "model", "")
+            rows.append([task, stage, model, *_usage_cells(usage, cost.currency)])
+        if cost.per_1k_triples is not None:
+            rows.append(
+                [task, "per 1k triples", "", *_usage_cells(cost.per_1k_triples, cost.currency)]
+            )
+    if not rows:
+        return ""
+    header = ["cost", "stage", "model", "calls", "from cache", "prompt tokens (cached)"]
+    header += ["completion tokens", "seconds", "device s", "money"]
+    lines = [f"\ncost:\n{markdown_table(header, rows)}\n"]
+    for task, cost in results.cost.items():
+        if cost.total.cache_hits and not cost.total.calls:
+            lines.append(
+                f"{task}: all {cost.total.cache_hits} calls answered from the response cache: "
+                "nothing new spent\n"
+            )
+        if cost.unpriced:
+            lines.append(f"{task}: no price for {', '.join(cost.unpriced)}: no total money\n")
+    return "".join(lines)
+
+
+def _usage_cells(usage: Any, currency: str | None) -> list[str]:
+    def number(value: float) -> str:
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
+
+    device = "—" if usage.device_seconds is None else f"{usage.device_seconds:,.1f}"
+    money = "—" if usage.money is None else f"{usage.money:,.4f} {currency}"
+    return [
+        number(usage.calls),
+        number(usage.cache_hits),
+        f"{number(usage.prompt_tokens)} ({number(usage.cached_prompt_tokens)})",
+        number(usage.completion_tokens),
+        f"{usage.seconds:,.1f}",
+        device,
+        money,
+    ]
 
 
 def graph_lines(results: Results) -> str:

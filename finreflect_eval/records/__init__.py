@@ -25,6 +25,7 @@ from finreflect_eval.records.base import (
     RunId,
     SamplesName,
 )
+from finreflect_eval.records.cost import ModelPrice, Prices, TaskCost, Usage
 from finreflect_eval.records.graph import GraphQuality, GraphScores, Grounding
 from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
@@ -109,9 +110,11 @@ __all__ = [
     "MetricSpec",
     "ModelCall",
     "ModelInfo",
+    "ModelPrice",
     "Overall",
     "Percent",
     "PlainName",
+    "Prices",
     "ProbeSpan",
     "Record",
     "ReplicaInfo",
@@ -129,9 +132,11 @@ __all__ = [
     "SliceSpec",
     "SpanList",
     "Submission",
+    "TaskCost",
     "TaskDetails",
     "TaskManifest",
     "Tokens",
+    "Usage",
     "Vote",
     "Votes",
     "check_version",

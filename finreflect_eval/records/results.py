@@ -21,6 +21,7 @@ from finreflect_eval.records.base import (
     RunId,
     SamplesName,
 )
+from finreflect_eval.records.cost import Prices, TaskCost
 from finreflect_eval.records.graph import GraphScores
 from finreflect_eval.records.manifest import (
     DatasetInfo,
@@ -96,6 +97,8 @@ class RunSettings(Record):
     """The judge panel's name."""
     allow_failures: bool = False
     """Scored with `--allow-failures` despite failed calls (never a leaderboard entry)."""
+    prices: Prices | None = None
+    """The price table `cost` was priced with (`--prices`; None: no money counted)."""
     without_judge_rule: str | None = None
     """How a score without one judge decides an item its two other judges split on."""
 
@@ -376,6 +379,9 @@ class Results(FileRecord):
     human: dict[str, dict[str, HumanCheck]] = {}
     """Per task and criterion, the panel checked against people's labels (`review import`);
     absent where the run has none."""
+    cost: dict[str, TaskCost] = {}
+    """Per task, what its model calls used and, with a price table, cost (absent in results
+    written before it was counted)."""
     judges: JudgesInfo
     dataset: DatasetInfo
     finreflect_eval_version: str
@@ -394,7 +400,7 @@ class Results(FileRecord):
         data = serialize(self)
         if not data.get("groups"):
             data.pop("groups", None)
-        for block in ("graph", "human"):
+        for block in ("graph", "human", "cost"):
             if not data.get(block):
                 data.pop(block, None)
         return data

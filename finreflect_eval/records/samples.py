@@ -47,6 +47,14 @@ class ModelCall(Record):
     cached: bool = False
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_prompt_tokens: int = 0
+    """Of `prompt_tokens`, those the backend did not compute again (prompt-prefix reuse, a
+    server's prompt cache), where it says so."""
+    seconds: float = Field(0.0, ge=0)
+    """Its share of the wall time its model spent answering (0 for an answer from the cache)."""
+    device_seconds: float | None = Field(None, ge=0)
+    """Its share of the time an in-process model held its devices (GPUs, or the CPU as one);
+    None for a model behind a server, or a call from the cache."""
     prompt_hash: str = ""
     """sha256 of the request (messages, schema and sampling settings)."""
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord
+from finreflect_eval.records import HumanLabel, Manifest, Prices, Results, SampleRecord
+from finreflect_eval.scoring.cost import cost_block
 from finreflect_eval.scoring.graph import graph_block
 from finreflect_eval.scoring.groups import group_rows
 from finreflect_eval.scoring.human import human_checks
@@ -93,11 +94,13 @@ def compute_results(
     bootstrap_iters: int = uncertainty.BOOTSTRAP_ITERS,
     human_labels: Mapping[str, Sequence[HumanLabel]] | None = None,
     graphs: Mapping[str, dict] | None = None,
+    prices: Prices | None = None,
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
     step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval). With
     people's labels (`review import`), the panel checked against them (`human`); `graphs`: each
-    task's graph as the score index keeps it (`graph`; computed where not given)."""
+    task's graph as the score index keeps it (`graph`; computed where not given); `prices`:
+    the price table the `cost` block's money comes from (None: no money)."""
     judged = score_judged(manifest, panel, span_facts, votes, bootstrap_iters)
     human = human_checks(
         manifest,
@@ -109,11 +112,13 @@ def compute_results(
     )
     tasks = task_rows(manifest, span_facts, judged)
     groups = group_rows(manifest, tasks, judged)
+    config = run_settings(manifest, panel, bootstrap_iters)
+    config.prices = prices
     return Results(
         results=groups | tasks,  # lm-eval's order: a group's row before its tasks'
         groups=groups,
         **task_bookkeeping(manifest, span_facts),
-        config=run_settings(manifest, panel, bootstrap_iters),
+        config=config,
         **run_header(manifest, panel),
         details=task_details(manifest, panel, span_facts, votes, judged),
         overall=overall_of(judged),
@@ -121,6 +126,7 @@ def compute_results(
         filings=filings_of(judged),
         graph=graph_block(manifest, panel, span_facts, graphs),
         human=human,
+        cost=cost_block(manifest, panel, span_facts, prices),
         judges=judges_info(manifest, panel, always_agree(judged)),
         dataset=manifest.dataset,
         finreflect_eval_version=manifest.finreflect_eval_version,

@@ -11,7 +11,7 @@ computed the same way, so both give the same numbers.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,12 +25,21 @@ from finreflect_eval._util.tables import arrow_bytes, read_arrow
 from finreflect_eval.graph.grounding import ground_spans
 from finreflect_eval.protocol.criteria import REASONING_WORDS
 from finreflect_eval.protocol.schema import CHECK_RULES, CheckRulesReport, Triple, count_rule_passes
-from finreflect_eval.records import SampleRecord
+from finreflect_eval.records import ModelCall, SampleRecord
 from finreflect_eval.records.lm_eval import sample_hashes
 from finreflect_eval.stats import extraction
 
 TRIPLE_FIELDS = tuple(Triple.model_fields)
 RULE_COUNTS = (*CHECK_RULES, "all_rules")
+# What the model calls of a span used, summed by step (extraction) or judge and criterion.
+USAGE_COUNTS = (
+    "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens"
+)  # fmt: skip
+_USAGE_FIELDS = [
+    *((name, pa.int64()) for name in USAGE_COUNTS),
+    ("seconds", pa.float64()),
+    ("device_seconds", pa.float64()),  # null: no in-process model answered
+]
 _SPAN_COLUMNS = {
     "doc_id": pa.int64(),
     "span_id": pa.string(),
@@ -52,6 +61,7 @@ _SPAN_COLUMNS = {
     "failures": pa.list_(pa.string()),
     "extract_prompt_tokens": pa.int64(),
     "extract_completion_tokens": pa.int64(),
+    "usage": pa.list_(pa.struct([("step", pa.string()), *_USAGE_FIELDS])),
     "lm_eval_hashes": pa.string(),  # what lm-eval joins of a sample to hash its task
 }
 _PANEL_COLUMNS = {
@@ -64,6 +74,9 @@ _PANEL_COLUMNS = {
     "judge_long_reasoning": pa.list_(pa.string()),  # ... of each vote reasoning at length
     "judge_prompt_tokens": pa.int64(),
     "judge_completion_tokens": pa.int64(),
+    "judge_usage": pa.list_(
+        pa.struct([("judge", pa.string()), ("criterion", pa.string()), *_USAGE_FIELDS])
+    ),
 }
 
 
@@ -98,6 +111,29 @@ def _long_reasoning(record: SampleRecord, panel: str) -> list[str]:
         and len(vote.reasoning) > 2 * REASONING_WORDS  # (shorter cannot hold more words)
         and len(vote.reasoning.split()) > REASONING_WORDS
     ]
+
+
+def usage_rows(calls: Sequence[ModelCall], **key: Callable[[ModelCall], str]) -> list[dict]:
+    """What `calls` used, summed per value of `key` (one row each, with the key's name): a
+    call from the cache counts as a hit and nothing else."""
+    rows: dict[tuple, dict] = {}
+    for call in calls:
+        values = tuple(get(call) for get in key.values())
+        row = rows.setdefault(values, dict(zip(key, values, strict=True)) | _no_usage())
+        if call.cached:
+            row["cache_hits"] += 1
+            continue
+        row["calls"] += 1
+        for name in USAGE_COUNTS[2:]:
+            row[name] += getattr(call, name)
+        row["seconds"] += call.seconds
+        if call.device_seconds is not None:
+            row["device_seconds"] = (row["device_seconds"] or 0.0) + call.device_seconds
+    return list(rows.values())
+
+
+def _no_usage() -> dict:
+    return dict.fromkeys(USAGE_COUNTS, 0) | {"seconds": 0.0, "device_seconds": None}
 
 
 def _columns(panels: Sequence[str]) -> dict[str, pa.DataType]:
@@ -146,6 +182,7 @@ class SpanFacts:
                 "failures": record.failures,
                 "extract_prompt_tokens": sum(step.prompt_tokens for step in record.steps),
                 "extract_completion_tokens": sum(step.completion_tokens for step in record.steps),
+                "usage": usage_rows(record.steps, step=lambda call: call.step),
                 "lm_eval_hashes": sample_hashes(record),
             }
             for panel in panels:
@@ -167,6 +204,11 @@ class SpanFacts:
                     f"judge_prompt_tokens:{panel}": sum(call.prompt_tokens for call in calls),
                     f"judge_completion_tokens:{panel}": sum(
                         call.completion_tokens for call in calls
+                    ),
+                    f"judge_usage:{panel}": usage_rows(
+                        calls,
+                        judge=lambda call: call.model or "",
+                        criterion=lambda call: call.step.removeprefix("judge:"),
                     ),
                 }
             for name, value in facts.items():

@@ -21,8 +21,8 @@ TIMING = ("date", "run", "total_evaluation_time_seconds", "samples")
 
 def comparable(results):
     """The results without timings, the run's id (which differ between any two runs) and the
-    cache (each shard has its own)."""
-    kept = {key: value for key, value in results.items() if key not in TIMING}
+    cache (each shard has its own), nor the cost (which calls its own cache answered differ)."""
+    kept = {key: value for key, value in results.items() if key not in (*TIMING, "cost")}
     kept["config"] = {**kept["config"], "shard": None, "use_cache": None}
     kept["judges"] = {**kept["judges"], "seconds": None}
     kept["details"] = {task: {**entry, "seconds": None} for task, entry in kept["details"].items()}
@@ -68,6 +68,13 @@ def test_two_shards_score_exactly_like_one_run(cli, tmp_path, env):
     (got,) = folder.glob("results_*.json")
     expected, got = json.loads(expected.read_text()), json.loads(got.read_text())
     assert comparable(got) == comparable(expected)
+    # The same calls asked for, whichever cache answered them.
+    for task, cost in expected["cost"].items():
+        asked = [cost["extraction"], *cost["judging"].values()]
+        merged = [got["cost"][task]["extraction"], *got["cost"][task]["judging"].values()]
+        assert [u["calls"] + u["cache_hits"] for u in merged] == [
+            u["calls"] + u["cache_hits"] for u in asked
+        ]
     # not a trivial comparison: the judges split, and the scores carry intervals
     score = got["results"]["finreflect_single_pass"]["faithfulness,none"]
     ci = got["details"]["finreflect_single_pass"]["criteria"]["faithfulness"]["ci"]
