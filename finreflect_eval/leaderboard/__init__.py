@@ -6,8 +6,10 @@ on its row: the audit, the panel's agreement with people, the PPI estimate) is r
 stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. Its results' `graph` block
 (the graph its triples make: fragmentation, contradictions, grounding; columns beside the
 scores, never in Overall) is recomputed too, and shown where results scored before there was
-one lack it. `submit` accepts one only when it is a complete run (no --limit, no shard) of a
-task on a dataset listed in `datasets.json` (an official one at any commit the run names),
+one lack it. Its `cost` block (what its model calls used, priced with the table the results
+name; per 1,000 triples, columns beside the scores, never in Overall) is recomputed too.
+`submit` accepts one only when it is a complete run (no --limit, no shard) of a task on a
+dataset listed in `datasets.json` (an official one at any commit the run names),
 every score recomputed from its samples equals the submitted score, and it is not a duplicate;
 else it lists every reason at once. Its section:
 `official` (ranked per data version, the pinned one first: an official dataset slice and an

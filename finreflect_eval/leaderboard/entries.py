@@ -19,7 +19,14 @@ from finreflect_eval.leaderboard.verify import (
     verify,
     verify_audit,
 )
-from finreflect_eval.records import GraphScores, JudgeAudit, Submission, parse, read_json
+from finreflect_eval.records import (
+    GraphScores,
+    JudgeAudit,
+    Submission,
+    TaskCost,
+    parse,
+    read_json,
+)
 from finreflect_eval.runs.store import write_atomic
 
 UNSAFE_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
@@ -38,14 +45,18 @@ class RunEntry:
     graph: dict[str, GraphScores] | None = None
     """The results' `graph` block as recomputed, where the submitted results have none (scored
     before there was one): the entry is shown with it (`shown`) and stored as submitted."""
+    cost: dict[str, TaskCost] | None = None
+    """The same for the `cost` block."""
 
     @property
     def shown(self) -> Submission:
-        """The submission as its row and its report show it: with the recomputed `graph`
-        block where it was submitted without one."""
-        if self.graph is None:
+        """The submission as its row and its report show it: with the recomputed `graph` and
+        `cost` blocks where it was submitted without them."""
+        recomputed = {"graph": self.graph, "cost": self.cost}
+        recomputed = {name: block for name, block in recomputed.items() if block is not None}
+        if not recomputed:
             return self.submission
-        results = self.submission.results.model_copy(update={"graph": self.graph})
+        results = self.submission.results.model_copy(update=recomputed)
         return self.submission.model_copy(update={"results": results})
 
     @property
@@ -137,7 +148,9 @@ def entry_of(
     if isinstance(content, JudgeAudit):
         return AuditEntry(content, verify_audit(content, leaderboard))
     verdict = verify(content, leaderboard, others)
-    return RunEntry(content, verdict.section, verdict.pinned, graph=verdict.graph)
+    return RunEntry(
+        content, verdict.section, verdict.pinned, graph=verdict.graph, cost=verdict.cost
+    )
 
 
 def load_entries(leaderboard: Path, kind: str) -> list[Entry]:

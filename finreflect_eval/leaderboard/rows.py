@@ -41,6 +41,15 @@ GRAPH_COLUMNS = (  # the graph its triples make, over the entry's tasks (`_graph
     "graph_grounded_share",
     "graph",
 )
+COST_COLUMNS = (  # what its model calls used, over the entry's tasks (`_cost`)
+    "cost_triples",
+    "cost_judge_calls_per_1k",
+    "cost_tokens_per_1k",
+    "cost_money_per_1k",
+    "cost_currency",
+    "cost_cache_hits",
+    "cost",
+)
 VERSION_ORDER = {True: 0, None: 1, False: 2}  # the pinned data version, none pinned, another
 
 
@@ -52,7 +61,8 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     judges' α per criterion with its interval, the agreement gate, its data version
     (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
     version), and its audit by people where the submission carried their labels (`human*`:
-    `_human`; None, never 0, without), and the graph its triples make (`graph*`: `_graph`).
+    `_human`; None, never 0, without), the graph its triples make (`graph*`: `_graph`) and
+    what its model calls used (`cost*`: `_cost`).
     Official rows get a `rank`, except those on a version other than the pinned one; community
     and smoke rows are compared, never ranked."""
     rows, contenders = [], []
@@ -62,7 +72,8 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
         contenders.append(Contender.of(entry.run_id, entry.section, results))
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
         row |= _agreement(results, by_mode) | _output_means(results)
-        rows.append(row | _human(entry.submission, by_mode) | _graph(results, by_mode))
+        row |= _human(entry.submission, by_mode) | _graph(results, by_mode)
+        rows.append(row | _cost(results, by_mode))
     standing = ranking.standings(contenders)
     _place(rows, standing)
     return _board_order(rows, standing)
@@ -233,6 +244,53 @@ def _graph(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
                 **block.overall.model_dump(),
                 "checked": block.grounding.checked,
                 "grounded": block.grounding.grounded,
+            }
+            for mode, block in blocks.items()
+        },
+    }
+    return columns
+
+
+def _cost(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """What the entry's model calls used, from the results' `cost` block (which `verify`
+    recomputed from the samples), over its tasks, per 1,000 of their final triples:
+    `cost_judge_calls_per_1k` (every judge's calls answered by its model),
+    `cost_tokens_per_1k` (prompt and completion tokens of every stage) and
+    `cost_money_per_1k` (in `cost_currency`; None where the results were not priced, or a model
+    that answered has no price: never 0 for unknown); `cost_triples`, `cost_cache_hits` (calls
+    answered from the run's cache, in none of the figures: nothing spent), and `cost`, per mode,
+    its own totals. Not part of Overall or the ranking; None throughout where the results have
+    no block, the rates None where there is no triple."""
+    blocks = {mode: results.cost[task] for mode, task in by_mode.items() if task in results.cost}
+    columns: dict[str, Any] = dict.fromkeys(COST_COLUMNS)
+    if not blocks:
+        return columns
+    triples = sum(block.triples for block in blocks.values())
+    judge_calls = sum(judge.calls for block in blocks.values() for judge in block.judging.values())
+    tokens = sum(
+        block.total.prompt_tokens + block.total.completion_tokens for block in blocks.values()
+    )
+    money = [block.total.money for block in blocks.values()]
+    prices = results.config.prices
+    currency = prices.currency if prices is not None and None not in money else None
+
+    def per_1k(value: float, digits: int) -> float | None:
+        return round(1000 * value / triples, digits) if triples else None
+
+    columns |= {
+        "cost_triples": triples,
+        "cost_judge_calls_per_1k": per_1k(judge_calls, 1),
+        "cost_tokens_per_1k": per_1k(tokens, 1),
+        "cost_money_per_1k": per_1k(sum(m or 0.0 for m in money), 6) if currency else None,
+        "cost_currency": currency,
+        "cost_cache_hits": sum(block.total.cache_hits for block in blocks.values()),
+        "cost": {
+            mode: {
+                "triples": block.triples,
+                "extraction_calls": block.extraction.calls,
+                "judge_calls": sum(judge.calls for judge in block.judging.values()),
+                **block.total.model_dump(),
+                "currency": block.currency,
             }
             for mode, block in blocks.items()
         },

@@ -37,6 +37,7 @@ from finreflect_eval.records import (
     Manifest,
     Results,
     Submission,
+    TaskCost,
     parse,
     read_json,
 )
@@ -107,6 +108,8 @@ class Verdict:
     graph: dict[str, GraphScores] | None = None
     """The results' `graph` block as recomputed, where the submitted results have none (a run
     scored before finreflect-eval had one): the entry shows it. None: it was submitted."""
+    cost: dict[str, TaskCost] | None = None
+    """The same for the `cost` block."""
 
 
 @as_refusal
@@ -149,6 +152,8 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
         reasons += _printable_problems(judge.model, "judge model")
         reasons += _printable_problems(judge.name, "judge name")
     config = results.config
+    if config.prices is not None:  # shown on the page beside the money
+        reasons += _printable_problems(config.prices.currency, "price table currency")
     if config.bootstrap_iters < BOOTSTRAP_ITERS:
         reasons.append(
             f"its intervals come from {config.bootstrap_iters} resamples, under the leaderboard's "
@@ -163,12 +168,14 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     if reasons or registered is None:
         raise Refusal(reasons)
     graph = recomputed.graph if recomputed is not None and not results.graph else None
+    cost = recomputed.cost if recomputed is not None and not results.cost else None
     if registered.section == "smoke":
-        return Verdict("smoke", None, graph)
+        return Verdict("smoke", None, graph, cost)
     official = is_official(panel, [m.model_dump() for m in results.judges.members])
     # The grounding cascade scores some triples by rule: not the paper's protocol, not ranked.
     official = official and manifest.judging[panel].cascade is None
-    return Verdict("official" if official else "community", is_pinned(dataset, registered), graph)
+    section = "official" if official else "community"
+    return Verdict(section, is_pinned(dataset, registered), graph, cost)
 
 
 def _recomputed(
@@ -195,13 +202,15 @@ def _recomputed(
     if failed:
         return reasons + [f"{line}; rerun the same command to retry them" for line in failed], None
     # Every number must follow from the submitted samples (and people's labels).
-    iters = results.config.bootstrap_iters
+    iters, prices = results.config.bootstrap_iters, results.config.prices
     labels = {} if reasons else submission.human_labels
     try:
-        recomputed = compute_results(manifest, panel, span_facts, votes, iters, human_labels=labels)
+        recomputed = compute_results(
+            manifest, panel, span_facts, votes, iters, human_labels=labels, prices=prices
+        )
     except FinReflectError as exc:  # a label scoring refuses (of an item nobody voted on)
         reasons.append(str(exc))
-        recomputed = compute_results(manifest, panel, span_facts, votes, iters)
+        recomputed = compute_results(manifest, panel, span_facts, votes, iters, prices=prices)
     difference = _difference(results, recomputed, with_human=not reasons)
     return reasons + ([difference] if difference else []), recomputed
 
@@ -209,13 +218,14 @@ def _recomputed(
 def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
     """The first value of the submitted results that differs from the recomputed ones (but for
     the `human` block where the labels were refused: that is said already). Results without a
-    `graph` block (scored before there was one) are compared without it: it is recomputed,
-    and the entry shows the recomputed block (`Verdict.graph`); a block submitted is compared
-    number for number like any other."""
+    `graph` or `cost` block (scored before there was one) are compared without it: it is
+    recomputed, and the entry shows the recomputed block (`Verdict.graph`); a block submitted is
+    compared number for number like any other."""
     submitted = results.model_dump(mode="json", by_alias=True)
     again = recomputed.model_dump(mode="json", by_alias=True)
-    if "graph" not in submitted:
-        again.pop("graph", None)
+    for block in ("graph", "cost"):  # scored before the block existed: shown as recomputed
+        if block not in submitted:
+            again.pop(block, None)
     if not with_human:
         submitted.pop("human", None)
         again.pop("human", None)

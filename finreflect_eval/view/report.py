@@ -1,7 +1,8 @@
 """`finreflect-eval view`: a scored run (or two, side by side) as a static report folder.
 
     index.html            settings, scores with their intervals (SVG), α, leave-one-judge-out,
-                          and the span browser and review queue (report-*.js, report.css)
+                          what the run cost (`cost`), and the span browser and review queue
+                          (report-*.js, report.css)
     report-*.js           the page's script, in parts by what they draw, loaded in the order of
                           SCRIPTS: plain scripts (a page opened from disk may not load modules)
     data/<task>/index.js  the task's span index: one row per span (company, section, counts,
@@ -48,6 +49,8 @@ from finreflect_eval.records import Submission
 from finreflect_eval.runs.store import not_a_link
 from finreflect_eval.stats.agreement import ALPHA_GATE
 from finreflect_eval.stats.metrics import code_label, vote_code
+from finreflect_eval.view.cost import COLUMNS as COST_COLUMNS
+from finreflect_eval.view.cost import cost_contexts
 from finreflect_eval.view.graph import TripleCollector, task_graphs
 from finreflect_eval.view.people import labels_by_doc
 from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
@@ -293,6 +296,7 @@ def _write_page(
         "rules": RULES,
         "screen": SCREEN,
     }
+    costs = [cost_contexts(run, [task["name"] for task in tasks]) for run in runs]
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -306,6 +310,9 @@ def _write_page(
         runs=[run_context(run, tasks) for run in runs],
         graphs=graphs,
         has_graph=any(graphs),
+        costs=costs,
+        has_cost=any(shown["block"] for run in costs for shown in run),
+        cost_columns=COST_COLUMNS,
         compare=compare_context(runs, tasks) if len(runs) == 2 else None,
         tasks=tasks,
         summary_json=script_json(summary),

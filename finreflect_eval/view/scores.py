@@ -25,6 +25,7 @@ SHOWN_ELSEWHERE = {
     "filings",
     "higher_is_better",
     "human",
+    "cost",  # the Cost tab
 }
 
 

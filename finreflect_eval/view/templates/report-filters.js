@@ -45,6 +45,7 @@
     var query = new URLSearchParams(cut < 0 ? "" : raw.slice(cut + 1));
     var views = ["scores", "spans", "review", "settings"];
     if (document.getElementById("graph")) views.push("graph"); // a run with triples
+    if (document.getElementById("cost")) views.push("cost"); // results with a cost block
     state.view = views.indexOf(view) >= 0 ? view : "scores";
     KEYS.forEach(function (key) {
       state[key] = query.get(key) || "";

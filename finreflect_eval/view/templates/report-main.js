@@ -1,4 +1,4 @@
-/* finreflect-eval view, the page itself: the tabs (the scores and settings are static HTML), the
+/* finreflect-eval view, the page itself: the tabs (the scores, cost and settings are static HTML), the
  * span browser's screen (its status line, one screen of span cards, the pager) and the wiring of
  * the form, the pager and the URL's fragment. The last part: it starts the page.
  */
@@ -144,7 +144,7 @@
   });
   readHash();
   show();
-  if (state.view === "scores" || state.view === "settings" || state.view === "graph") {
+  if (["scores", "settings", "graph", "cost"].indexOf(state.view) >= 0) {
     // the first screen is static; the span browser's first page loads meanwhile
     loadIndex(state.task).then(
       function () {
