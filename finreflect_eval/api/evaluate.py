@@ -301,15 +301,13 @@ def evaluate_run(
 
 def _prices(prices: str | Path | Mapping[str, Any] | Prices | None) -> Prices | None:
     """The price table an argument gives (a wrong one: an `ArgumentValueError` naming it)."""
-    from pydantic import ValidationError
-
     if prices is None or isinstance(prices, Prices):
         return prices
     try:
         if isinstance(prices, Mapping):
-            return Prices.model_validate(prices)
+            return Prices.parse(dict(prices))
         return Prices.load(prices)
-    except (FinReflectError, ValidationError) as exc:
+    except FinReflectError as exc:
         raise ArgumentValueError(f"prices: {first_line(exc)}") from None
 
 

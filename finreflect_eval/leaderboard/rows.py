@@ -46,6 +46,7 @@ COST_COLUMNS = (  # what its model calls used, over the entry's tasks (`_cost`)
     "cost_judge_calls_per_1k",
     "cost_tokens_per_1k",
     "cost_money_per_1k",
+    "cost_money_at_least",
     "cost_currency",
     "cost_cache_hits",
     "cost",
@@ -254,25 +255,36 @@ def _graph(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
 def _cost(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
     """What the entry's model calls used, from the results' `cost` block (which `verify`
     recomputed from the samples), over its tasks, per 1,000 of their final triples:
-    `cost_judge_calls_per_1k` (every judge's calls answered by its model),
+    `cost_judge_calls_per_1k` (every judge's calls),
     `cost_tokens_per_1k` (prompt and completion tokens of every stage) and
     `cost_money_per_1k` (in `cost_currency`; None where the results were not priced, or a model
     that answered has no price: never 0 for unknown); `cost_triples`, `cost_cache_hits` (calls
     answered from the run's cache, in none of the figures: nothing spent), and `cost`, per mode,
     its own totals. Not part of Overall or the ranking; None throughout where the results have
-    no block, the rates None where there is no triple."""
+    no block, the rates None where there is no triple. Calls and tokens count the answers from
+    the cache as the calls they were (what the method asks, cached or not); money is what the
+    run spent: where the cache answered calls (a mode's request another mode asked too, or an
+    earlier run's answers), a lower bound of what they cost (`cost_money_at_least`)."""
     blocks = {mode: results.cost[task] for mode, task in by_mode.items() if task in results.cost}
     columns: dict[str, Any] = dict.fromkeys(COST_COLUMNS)
     if not blocks:
         return columns
     triples = sum(block.triples for block in blocks.values())
-    judge_calls = sum(judge.calls for block in blocks.values() for judge in block.judging.values())
+    # What the method asks of its models: answers from the cache count as the calls they were.
+    judge_calls = sum(
+        judge.calls + judge.cache_hits
+        for block in blocks.values()
+        for judge in block.judging.values()
+    )
     tokens = sum(
-        block.total.prompt_tokens + block.total.completion_tokens for block in blocks.values()
+        block.total.prompt_tokens + block.total.completion_tokens + block.total.cache_hit_tokens
+        for block in blocks.values()
     )
     money = [block.total.money for block in blocks.values()]
     prices = results.config.prices
     currency = prices.currency if prices is not None and None not in money else None
+
+    cache_hits = sum(block.total.cache_hits for block in blocks.values())
 
     def per_1k(value: float, digits: int) -> float | None:
         return round(1000 * value / triples, digits) if triples else None
@@ -282,8 +294,10 @@ def _cost(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
         "cost_judge_calls_per_1k": per_1k(judge_calls, 1),
         "cost_tokens_per_1k": per_1k(tokens, 1),
         "cost_money_per_1k": per_1k(sum(m or 0.0 for m in money), 6) if currency else None,
+        # What the run spent: where the cache answered calls, less than the calls would cost.
+        "cost_money_at_least": bool(currency and cache_hits),
         "cost_currency": currency,
-        "cost_cache_hits": sum(block.total.cache_hits for block in blocks.values()),
+        "cost_cache_hits": cache_hits,
         "cost": {
             mode: {
                 "triples": block.triples,

@@ -234,16 +234,10 @@ class LM(ABC):
             self.batch_sizes.append(self.batch_size)
         if pending and progress.shown():
             self._bar = RequestBar(len(pending), desc or f"{self.backend}:{self.model}")
-        clock = time.perf_counter()
         try:
             # Each result is cached once final, as it comes: a killed run keeps every answer it
             # received. Transport failures are not cached: retried on a rerun.
             for positions, outcomes, done in self._generate_batches([requests[i] for i in pending]):
-                if done:  # the wall time since the last answers, shared by those now final
-                    now = time.perf_counter()
-                    for i in done:
-                        outcomes[i].seconds += (now - clock) / len(done)
-                    clock = now
                 if self.cache is not None:
                     self.cache.put_many(
                         (keys[pending[positions[i]]], outcomes[i].to_cache())
@@ -261,7 +255,13 @@ class LM(ABC):
         for index, key in enumerate(keys):
             if results[index] is None:  # a duplicate: a copy of the first one's result
                 first = results[first_of[key]]
-                results[index] = replace(first, cached=True, raw_outputs=list(first.raw_outputs))
+                results[index] = replace(
+                    first,
+                    cached=True,
+                    raw_outputs=list(first.raw_outputs),
+                    seconds=0.0,
+                    device_seconds=None,
+                )
         return results  # type: ignore[return-value]
 
     def _generate_batches(self, requests: list[GenerationRequest]) -> Iterator[Progress]:
@@ -274,10 +274,12 @@ class LM(ABC):
                 self.count_call(attempt)
                 if self._bar is not None:
                     self._bar.call(len(attempt))
-                started = time.perf_counter()
+                clock = time.perf_counter()
                 for arrived in self._complete_as_done(attempt):
-                    held = self.devices and (time.perf_counter() - started) * self.devices
-                    yield positions, batch.results, batch.receive(arrived, held)
+                    # The time since the last answers (or the call), shared by those now here.
+                    seconds, clock = time.perf_counter() - clock, time.perf_counter()
+                    held = self.devices and seconds * self.devices
+                    yield positions, batch.results, batch.receive(arrived, seconds, held)
             self.stats["failures"] += batch.failures()
 
     def decoding_progress(self, rows: int, work: float) -> Callable[[float], None] | None:
@@ -385,18 +387,24 @@ class Attempts:
         return [_retry_request(self.requests[i], self.attempt) for i in self.todo]
 
     def receive(
-        self, arrived: list[tuple[int, Completion]], device_seconds: float | None = None
+        self,
+        arrived: list[tuple[int, Completion]],
+        seconds: float = 0.0,
+        device_seconds: float | None = None,
     ) -> list[int]:
-        """Record completions by position in the current attempt, with the `device_seconds`
-        their model held its devices for them (shared equally; None: a server's); the indices
-        now final."""
+        """Record completions by position in the current attempt, with the wall `seconds` they
+        took and the `device_seconds` their model held its devices for them (each shared
+        equally; None: a server's); the indices now final."""
         final = []
         for position, completion in arrived:
             index = self.todo[position]
             result = self.results[index]
             result.prompt_tokens += completion.prompt_tokens
             result.completion_tokens += completion.completion_tokens
-            result.cached_prompt_tokens += completion.cached_prompt_tokens
+            cached = completion.cached_prompt_tokens
+            known = cached is not None and result.cached_prompt_tokens is not None
+            result.cached_prompt_tokens = result.cached_prompt_tokens + cached if known else None
+            result.seconds += seconds / len(arrived)
             if device_seconds is not None:
                 result.device_seconds = (result.device_seconds or 0.0) + device_seconds / len(
                     arrived

@@ -105,9 +105,9 @@ class Completion:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     error: str | None = None
-    cached_prompt_tokens: int = 0
-    """Prompt tokens the backend did not compute again (prefix reuse, a server's prompt cache),
-    where it says so."""
+    cached_prompt_tokens: int | None = 0
+    """Prompt tokens the backend did not compute again (prefix reuse, a server's prompt cache);
+    None where it does not say."""
 
 
 @dataclass
@@ -120,7 +120,7 @@ class GenerationResult:
     error: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
+    cached_prompt_tokens: int | None = 0  # None: the backend did not say
     cached: bool = False
     attempts: int = 0
     raw_outputs: list[str] = field(default_factory=list)

@@ -448,10 +448,16 @@ def _parse(response: httpx.Response, answer_text: Callable[[Any], Any]) -> Compl
         completion_tokens=_count(usage.get("completion_tokens")),
         # OpenAI's field for prompt tokens served from the server's prompt cache (vLLM's with
         # --enable-prompt-tokens-details, llama-server's).
-        cached_prompt_tokens=_count(details.get("cached_tokens"))
-        if isinstance(details, dict)
-        else 0,
+        cached_prompt_tokens=_cached(details, _count(usage.get("prompt_tokens"))),
     )
+
+
+def _cached(details: Any, prompt_tokens: int) -> int | None:
+    """The prompt tokens a server says it served from its cache (at most the prompt's); None
+    where it does not say."""
+    if not isinstance(details, dict) or details.get("cached_tokens") is None:
+        return None
+    return min(_count(details["cached_tokens"]), prompt_tokens)
 
 
 def _owner(response: httpx.Response) -> str | None:

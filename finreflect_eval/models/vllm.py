@@ -242,7 +242,7 @@ class VLLMModel(LM):
                 prompt_tokens=len(output.prompt_token_ids or ()),
                 completion_tokens=len(output.outputs[0].token_ids),
                 # Automatic prefix caching's hits (a RequestOutput of vLLM's v1 engine says so).
-                cached_prompt_tokens=getattr(output, "num_cached_tokens", None) or 0,
+                cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
             )
             for output in outputs
         ]

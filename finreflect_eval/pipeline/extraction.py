@@ -44,7 +44,7 @@ def model_call(
         prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens,
         cached_prompt_tokens=result.cached_prompt_tokens,
-        seconds=round(result.seconds, 4),
+        seconds=0.0 if result.cached else round(result.seconds, 4),
         device_seconds=None if result.device_seconds is None else round(result.device_seconds, 4),
         prompt_hash=request.digest(),
         **fields,

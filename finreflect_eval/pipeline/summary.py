@@ -14,6 +14,7 @@ from finreflect_eval.protocol.criteria import (
     level_shares,
 )
 from finreflect_eval.records import Results
+from finreflect_eval.records.cost import money_text
 from finreflect_eval.runs.store import Run
 from finreflect_eval.stats.agreement import ALPHA_GATE
 
@@ -113,8 +114,11 @@ def cost_table(results: Results) -> str:
     and per 1,000 triples."""
     rows = []
     for task, cost in results.cost.items():
-        parts = [("extraction", cost.extraction), *cost.judging.items(), ("total", cost.total)]
+        parts = [("extraction", cost.extraction), ("normalizer", cost.normalizer)]
+        parts += [*cost.judging.items(), ("total", cost.total)]
         for stage, usage in parts:
+            if usage is None:  # no normaliser of its own
+                continue
             model = getattr(usage, "model", "")
             rows.append([task, stage, model, *_usage_cells(usage, cost.currency)])
         if cost.per_1k_triples is not None:
@@ -138,18 +142,24 @@ def cost_table(results: Results) -> str:
 
 
 def _usage_cells(usage: Any, currency: str | None) -> list[str]:
-    def number(value: float) -> str:
+    """A usage's figures as text: "—" where unknown, money to the results' 6 decimals."""
+
+    def number(value: float | None) -> str:
+        if value is None:
+            return "—"
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
 
-    device = "—" if usage.device_seconds is None else f"{usage.device_seconds:,.1f}"
-    money = "—" if usage.money is None else f"{usage.money:,.4f} {currency}"
+    def seconds(value: float | None) -> str:
+        return "—" if value is None else f"{value:,.1f}"
+
+    money = "—" if usage.money is None else f"{money_text(usage.money)} {currency}"
     return [
         number(usage.calls),
         number(usage.cache_hits),
         f"{number(usage.prompt_tokens)} ({number(usage.cached_prompt_tokens)})",
         number(usage.completion_tokens),
-        f"{usage.seconds:,.1f}",
-        device,
+        seconds(usage.seconds),
+        seconds(usage.device_seconds),
         money,
     ]
 

@@ -14,6 +14,7 @@ from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval.records.base import Record
 
 PER_TOKENS = 1_000_000  # prices are per million tokens, as providers state them
+MAX_PRICE = 1_000_000.0  # per million tokens or per device-hour: anything above is a mistake
 
 
 class Usage(Record):
@@ -22,16 +23,22 @@ class Usage(Record):
     calls: int = 0
     """Calls answered by the model (each with its retries of an invalid output)."""
     cache_hits: int = 0
-    """Calls answered from the run's response cache: nothing spent."""
+    """Calls answered from the run's response cache (or copied from an identical request's
+    answer): nothing spent."""
+    cache_hit_tokens: int = 0
+    """The prompt and completion tokens of those answers, as first counted: what the calls
+    would have used, not what this run spent."""
     prompt_tokens: int = 0
-    cached_prompt_tokens: int = 0
+    cached_prompt_tokens: int | None = 0
     """Of `prompt_tokens`, those the backend did not compute again (prompt-prefix reuse, a
-    server's prompt cache), where the backend says so."""
+    server's prompt cache); None where a backend that answered does not say."""
     completion_tokens: int = 0
-    seconds: float = 0.0
-    """Wall seconds the model spent on the calls (models that ran at once count each theirs)."""
+    seconds: float | None = 0.0
+    """Wall seconds the model spent on the calls (models that ran at once count each theirs);
+    None where a call's samples were written before it was counted."""
     device_seconds: float | None = None
-    """Seconds × devices an in-process model held for them (None: only servers answered)."""
+    """Seconds × devices an in-process model held for them (None: no in-process model's time
+    is known: only servers answered)."""
     money: float | None = None
     """In the price table's currency; None without a price for every model that answered."""
 
@@ -54,10 +61,11 @@ class UsageRate(Record):
 
     calls: float
     cache_hits: float
+    cache_hit_tokens: float
     prompt_tokens: float
-    cached_prompt_tokens: float
+    cached_prompt_tokens: float | None
     completion_tokens: float
-    seconds: float
+    seconds: float | None
     device_seconds: float | None = None
     money: float | None = None
 
@@ -66,6 +74,9 @@ class TaskCost(Record):
     """One task's cost."""
 
     extraction: StageUsage
+    normalizer: StageUsage | None = None
+    """The multi-pass normalisation's calls where a task names a model of its own for it
+    (`normalizer_model`); None: the candidate normalised (its calls are in `extraction`)."""
     judging: dict[str, JudgeUsage] = {}
     """Per judge of the panel scored."""
     total: Usage
@@ -81,18 +92,19 @@ class TaskCost(Record):
 class ModelPrice(Record):
     """A model's prices, per million tokens (and per device-hour, for a model run in-process)."""
 
-    input: float = Field(0.0, ge=0, allow_inf_nan=False)
-    output: float = Field(0.0, ge=0, allow_inf_nan=False)
-    cached: float | None = Field(None, ge=0, allow_inf_nan=False)
+    input: float = Field(0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    output: float = Field(0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False)
+    cached: float | None = Field(None, ge=0, le=MAX_PRICE, allow_inf_nan=False)
     """Per million cached prompt tokens (default: the `input` price)."""
-    device_hour: float = Field(0.0, ge=0, allow_inf_nan=False)
+    device_hour: float = Field(0.0, ge=0, le=MAX_PRICE, allow_inf_nan=False)
     """Per hour of one device (a GPU) held by an in-process model."""
 
     def money(self, usage: Usage) -> float:
-        """The price of `usage` (calls from the run's cache are not in it)."""
-        cached = self.input if self.cached is None else self.cached
-        fresh = usage.prompt_tokens - usage.cached_prompt_tokens
-        tokens = fresh * self.input + usage.cached_prompt_tokens * cached
+        """The price of `usage` (calls from the run's cache are not in it); prompt tokens a
+        backend does not say were cached cost the `input` price."""
+        cached_price = self.input if self.cached is None else self.cached
+        cached = min(usage.cached_prompt_tokens or 0, usage.prompt_tokens)
+        tokens = (usage.prompt_tokens - cached) * self.input + cached * cached_price
         tokens += usage.completion_tokens * self.output
         return tokens / PER_TOKENS + (usage.device_seconds or 0.0) / 3600 * self.device_hour
 
@@ -114,13 +126,25 @@ class Prices(Record):
             data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise FinReflectError(f"cannot read price table {path}: {first_line(exc)}") from None
+        return cls.parse(data, f"price table {path}")
+
+    @classmethod
+    def parse(cls, data: object, source: str = "price table") -> Prices:
+        """The table in `data` (a YAML file's content); anything wrong is one line naming
+        `source`, the field and the rule."""
         try:
             return cls.model_validate(data)
         except ValidationError as exc:
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"]) or "(top)"
             raise FinReflectError(
-                f"price table {path}: {where}: {error['msg']} (expected `currency: USD` and "
+                f"{source}: {where}: {error['msg']} (expected `currency: USD` and "
                 "`models: {MODEL: {input: ..., output: ..., cached: ..., device_hour: ...}}`, "
                 "per million tokens)"
             ) from None
+
+
+def money_text(value: float) -> str:
+    """An amount as the results round it (6 decimals), without trailing zeros."""
+    text = f"{value:,.6f}".rstrip("0").rstrip(".")
+    return text or "0"

@@ -45,18 +45,28 @@ class ModelCall(Record):
     """Every output, including those that failed validation and were retried."""
     error: str | None = None
     cached: bool = False
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cached_prompt_tokens: int = 0
+    """Answered from the run's response cache, or a copy of an identical request's answer."""
+    prompt_tokens: int = Field(0, ge=0)
+    completion_tokens: int = Field(0, ge=0)
+    cached_prompt_tokens: int | None = Field(None, ge=0)
     """Of `prompt_tokens`, those the backend did not compute again (prompt-prefix reuse, a
-    server's prompt cache), where it says so."""
-    seconds: float = Field(0.0, ge=0)
-    """Its share of the wall time its model spent answering (0 for an answer from the cache)."""
-    device_seconds: float | None = Field(None, ge=0)
+    server's prompt cache); None where the backend does not say (or the sample was written
+    before it was counted)."""
+    seconds: float | None = Field(None, ge=0, allow_inf_nan=False)
+    """Its share of the wall time its model spent answering (0 for an answer from the cache;
+    None: written before it was counted)."""
+    device_seconds: float | None = Field(None, ge=0, allow_inf_nan=False)
     """Its share of the time an in-process model held its devices (GPUs, or the CPU as one);
-    None for a model behind a server, or a call from the cache."""
+    None for a model behind a server, a call from the cache, or a sample written before it was
+    counted."""
     prompt_hash: str = ""
     """sha256 of the request (messages, schema and sampling settings)."""
+
+    @model_validator(mode="after")
+    def _cached_within_prompt(self) -> ModelCall:
+        if (self.cached_prompt_tokens or 0) > self.prompt_tokens:
+            raise ValueError("cached_prompt_tokens is over prompt_tokens")
+        return self
 
     @property
     def transport_failed(self) -> bool:

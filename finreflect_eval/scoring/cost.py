@@ -29,14 +29,20 @@ def cost_block(
     span_facts: Mapping[str, SpanFacts],
     prices: Prices | None = None,
 ) -> dict[str, TaskCost]:
-    """Per task, its cost: the extraction's calls and each judge's of `panel`, per criterion;
-    money where `prices` names the model."""
+    """Per task, its cost: the extraction's calls (a separate normaliser's apart) and each
+    judge's of `panel`, per criterion; money where `prices` names the model."""
     judges = {member.name: member.model for member in manifest.judging[panel].judges}
     block = {}
     for task, facts in span_facts.items():
-        extraction = _priced(
-            StageUsage(model=manifest.model.name, **_sums(_flat(facts, "usage"))), prices
-        )
+        steps = _flat(facts, "usage")
+        normaliser = (manifest.tasks[task].config.get("normalizer_model") or {}).get("model")
+        normalising = pc.equal(steps["step"], "normalize")
+        if normaliser is not None:  # its calls are another model's, at its prices
+            normalizer = _priced(
+                StageUsage(model=normaliser, **_sums(steps.filter(normalising))), prices
+            )
+            steps = steps.filter(pc.invert(normalising))
+        extraction = _priced(StageUsage(model=manifest.model.name, **_sums(steps)), prices)
         by_criterion = _flat(facts, f"judge_usage:{panel}")
         judging = {}
         for judge, model in judges.items():
@@ -51,10 +57,13 @@ def cost_block(
                 JudgeUsage(model=model, criteria=criteria, **_sums(mine)), prices
             )
         parts = [extraction, *judging.values()]
+        if normaliser is not None:
+            parts.append(normalizer)
         total = _total(parts)
         triples = facts.extraction_metrics()["n_triples"]
         block[task] = TaskCost(
             extraction=extraction,
+            normalizer=normalizer if normaliser is not None else None,
             judging=judging,
             total=total,
             triples=triples,
@@ -74,11 +83,20 @@ def _flat(facts: SpanFacts, column: str) -> pa.Table:
 
 
 def _sums(rows: pa.Table) -> dict:
-    sums = {name: pc.sum(rows[name]).as_py() or 0 for name in _SUMMED}
-    sums["seconds"] = round(float(sums["seconds"]), 3)
+    """The rows' figures added up: a figure unknown in one row (null) is unknown in the sum,
+    but device seconds (only in-process models have them: the sum of those known)."""
+    sums = {name: _known_sum(rows[name]) for name in _SUMMED}
+    if sums["seconds"] is not None:
+        sums["seconds"] = round(sums["seconds"], 3)
     device = pc.sum(rows["device_seconds"], min_count=1).as_py()
     sums["device_seconds"] = None if device is None else round(device, 3)
     return sums
+
+
+def _known_sum(column: pa.ChunkedArray) -> float | int | None:
+    if not len(column):
+        return 0
+    return pc.sum(column, skip_nulls=False).as_py()
 
 
 def _priced(usage: Usage, prices: Prices | None, model: str | None = None) -> Usage:
@@ -92,15 +110,21 @@ def _priced(usage: Usage, prices: Prices | None, model: str | None = None) -> Us
 
 
 def _total(parts: Iterable[Usage]) -> Usage:
-    """The parts added up; money only where every part has its money."""
+    """The parts added up; a figure (money among them) only where every part knows it."""
     parts = list(parts)
     devices = [part.device_seconds for part in parts if part.device_seconds is not None]
-    money = [part.money for part in parts]
+
+    def known(name: str, digits: int | None = None) -> float | int | None:
+        values = [getattr(part, name) for part in parts]
+        if None in values:
+            return None
+        return sum(values) if digits is None else round(sum(values), digits)
+
     return Usage(
-        **{name: sum(getattr(part, name) for part in parts) for name in USAGE_COUNTS},
-        seconds=round(sum(part.seconds for part in parts), 3),
+        **{name: known(name) for name in USAGE_COUNTS},
+        seconds=known("seconds", 3),
         device_seconds=round(sum(devices), 3) if devices else None,
-        money=None if None in money else round(sum(money), 6),
+        money=known("money", 6),
     )
 
 

@@ -33,7 +33,8 @@ TRIPLE_FIELDS = tuple(Triple.model_fields)
 RULE_COUNTS = (*CHECK_RULES, "all_rules")
 # What the model calls of a span used, summed by step (extraction) or judge and criterion.
 USAGE_COUNTS = (
-    "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens"
+    "calls", "cache_hits", "cache_hit_tokens", "prompt_tokens", "cached_prompt_tokens",
+    "completion_tokens",
 )  # fmt: skip
 _USAGE_FIELDS = [
     *((name, pa.int64()) for name in USAGE_COUNTS),
@@ -115,18 +116,20 @@ def _long_reasoning(record: SampleRecord, panel: str) -> list[str]:
 
 def usage_rows(calls: Sequence[ModelCall], **key: Callable[[ModelCall], str]) -> list[dict]:
     """What `calls` used, summed per value of `key` (one row each, with the key's name): a
-    call from the cache counts as a hit and nothing else."""
+    call from the cache counts as a hit and nothing else; a figure one call does not know
+    (None) leaves its sum unknown, but device seconds, which only in-process models have."""
     rows: dict[tuple, dict] = {}
     for call in calls:
         values = tuple(get(call) for get in key.values())
         row = rows.setdefault(values, dict(zip(key, values, strict=True)) | _no_usage())
         if call.cached:
             row["cache_hits"] += 1
+            row["cache_hit_tokens"] += call.prompt_tokens + call.completion_tokens
             continue
         row["calls"] += 1
-        for name in USAGE_COUNTS[2:]:
-            row[name] += getattr(call, name)
-        row["seconds"] += call.seconds
+        for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "seconds"):
+            value = getattr(call, name)
+            row[name] = None if value is None or row[name] is None else row[name] + value
         if call.device_seconds is not None:
             row["device_seconds"] = (row["device_seconds"] or 0.0) + call.device_seconds
     return list(rows.values())

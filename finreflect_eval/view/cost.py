@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from finreflect_eval.records import Results, TaskCost, Usage
-from finreflect_eval.records.cost import UsageRate
+from finreflect_eval.records.cost import UsageRate, money_text
 from finreflect_eval.view.source import ViewRun
 
 # The table's columns: a Usage's field, its header, and what it counts (the header's title).
@@ -48,6 +48,8 @@ def cost_context(results: Results, task: str) -> dict[str, Any]:
         return context
     currency = cost.currency
     rows = [_row("stage", "extraction", cost.extraction, currency, cost.extraction.model)]
+    if cost.normalizer is not None:
+        rows.append(_row("stage", "normalizer", cost.normalizer, currency, cost.normalizer.model))
     for judge, usage in cost.judging.items():
         rows.append(_row("judge", judge, usage, currency, usage.model))
         rows += [
@@ -87,12 +89,6 @@ def _text(key: str, value: float | None, currency: str | None, rate: bool) -> st
     if key in COUNTS and not rate:
         return f"{int(value):,}"
     return f"{value:,.{2 if key in COUNTS else 3}f}"
-
-
-def money_text(value: float) -> str:
-    """An amount as the results round it (6 decimals), without trailing zeros."""
-    text = f"{value:,.6f}".rstrip("0").rstrip(".")
-    return text or "0"
 
 
 def _notes(cost: TaskCost) -> list[str]:

@@ -250,3 +250,92 @@ def test_a_wrong_price_table_is_one_line_before_any_call(cli, env, tmp_path, con
     assert result.returncode == 1 and message.split(":")[0] in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not output.exists()  # refused before the run began
+
+
+def test_a_normaliser_of_its_own_is_its_own_stage_at_its_own_prices(tmp_path):
+    """A multi-pass task whose `normalizer_model` is another model: its calls are not the
+    candidate's, and are priced at its model's prices (or named as unpriced)."""
+    from finreflect_eval.pipeline.evaluator import evaluate
+    from finreflect_eval.pipeline.judging import Panel
+    from finreflect_eval.pipeline.run_config import RunConfig
+    from finreflect_eval.tasks.config import tasks_dir
+
+    normaliser = tmp_path / "normalizer.json"
+    normaliser.write_text(json.dumps([json.dumps(TRIPLES)]))
+    (tmp_path / "tasks").mkdir()
+    (tmp_path / "tasks" / "mp.yaml").write_text(
+        f"include: {tasks_dir() / 'finreflect' / 'finreflect_multi_pass.yaml'}\n"
+        "task: mp_two_models\n"
+        "normalizer_model:\n"
+        "  model: norm-model\n"
+        "  backend: scripted\n"
+        f"  model_args: {{responses: {normaliser}}}\n"
+    )
+    config = RunConfig(
+        model=ScriptedModel("cand", responses=[json.dumps(TRIPLES)]),
+        tasks=["mp_two_models"],
+        dataset="sample",
+        limit=2,
+        output_path=tmp_path / "out",
+        include_paths=[tmp_path / "tasks"],
+        bootstrap_iters=0,
+        prices=Prices.parse({"models": {"cand": {"input": 1.0}, "judge-a": {"input": 1.0}}}),
+    )
+    judges = [ScriptedModel("judge-a", responses=accepts_all) for _ in range(2)]
+    _, results = evaluate(config, Panel.from_models(judges))
+    cost = results.cost["mp_two_models"]
+    assert cost.extraction.model == "cand" and cost.extraction.calls == 2  # extract only
+    assert cost.normalizer.model == "norm-model" and cost.normalizer.calls == 2
+    assert cost.normalizer.money is None and cost.unpriced == ["norm-model"]
+    assert cost.total.calls == 4 + sum(judge.calls for judge in cost.judging.values())
+    assert cost.total.money is None  # not a partial sum
+
+
+def test_what_a_call_does_not_know_leaves_the_sum_unknown():
+    """A sample written before calls were timed, a server that does not say what it cached:
+    the sums are unknown (None), never 0; device seconds are the in-process models' only; a
+    call from the cache is a hit with its tokens apart; a count out of range is refused."""
+    from pydantic import ValidationError
+
+    from finreflect_eval.records import ModelCall
+    from finreflect_eval.scoring.span_facts import usage_rows
+
+    def call(**fields):
+        return ModelCall(step="extract", text="{}", prompt_tokens=10, completion_tokens=2, **fields)
+
+    timed = call(seconds=1.5, device_seconds=1.5, cached_prompt_tokens=4)
+    (row,) = usage_rows([timed, timed], step=lambda c: c.step)
+    assert (row["calls"], row["seconds"], row["device_seconds"]) == (2, 3.0, 3.0)
+    assert row["cached_prompt_tokens"] == 8
+    old = call()  # before seconds and cached tokens were counted
+    (row,) = usage_rows([timed, old], step=lambda c: c.step)
+    assert row["seconds"] is None and row["cached_prompt_tokens"] is None
+    assert row["device_seconds"] == 1.5 and row["prompt_tokens"] == 20
+    hit = call(cached=True, seconds=0.0)
+    (row,) = usage_rows([hit], step=lambda c: c.step)
+    assert (row["calls"], row["cache_hits"], row["cache_hit_tokens"]) == (0, 1, 12)
+    assert row["prompt_tokens"] == 0 and row["seconds"] == 0.0
+    for wrong in ({"cached_prompt_tokens": 11}, {"seconds": float("inf")}, {"seconds": -1}):
+        with pytest.raises(ValidationError):
+            call(**wrong)
+
+
+def test_a_retried_call_carries_its_wall_and_device_time_alike():
+    """An in-process model on one device: each call's device seconds are its wall seconds,
+    a retried call's first attempt included; an identical request is a copy, with no time."""
+    import time
+
+    from finreflect_eval.models import GenerationRequest
+
+    def slow(request):
+        time.sleep(0.05)
+        return "not JSON" if request.temperature == 0 else "{}"
+
+    lm = ScriptedModel("m", responses=slow, max_retries=1, batch_size=2)
+    asked = [GenerationRequest(prompt=p, schema={"type": "object"}) for p in ("a", "b", "a")]
+    first, second, copy = lm.generate(asked)
+    for result in (first, second):
+        assert result.ok and result.attempts == 2
+        assert result.seconds == pytest.approx(result.device_seconds, rel=0.05)
+        assert result.seconds >= 0.1  # two answers of 0.05 s each, shared by the batch
+    assert copy.cached and copy.seconds == 0 and copy.device_seconds is None
