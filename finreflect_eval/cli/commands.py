@@ -4,6 +4,7 @@ each command, so `--help` is instant."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -91,6 +92,7 @@ def tasks_validate(args: argparse.Namespace) -> None:
 
 
 def extract(args: argparse.Namespace) -> None:
+    _start_ray_early(args)
     from finreflect_eval.pipeline import evaluator
     from finreflect_eval.pipeline.summary import extraction_table
 
@@ -138,6 +140,7 @@ def score(args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    _start_ray_early(args)
     from finreflect_eval.pipeline import evaluator
     from finreflect_eval.pipeline.summary import results_table
 
@@ -354,6 +357,17 @@ def _push(run, results, hub_args) -> None:
 
     for url in push_run(run, results, hub_args):
         print(f"pushed to {url}")
+
+
+def _start_ray_early(args: argparse.Namespace) -> None:
+    """Where the candidate runs replicas on Ray, start Ray now, in the background: it starts
+    while the package, the tasks and the data load (not with `--check`, which loads nothing)."""
+    if args.check:
+        return
+    from finreflect_eval.models.replicas import start_ray_early
+
+    with contextlib.suppress(FinReflectError):  # a wrong model arg: said where it is checked
+        start_ray_early(_key_values(args, "model_args"))
 
 
 def _scoring(args: argparse.Namespace) -> dict[str, Any]:

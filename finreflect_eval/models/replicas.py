@@ -11,23 +11,24 @@ Faults: a replica that dies, or does not answer within `replica_timeout`, is sto
 batch goes to another; a batch that stops two replicas, or the last one, stops the stage with
 one line (everything answered is cached, so the same command resumes). Every wait on Ray has a
 deadline: placement, loading, each batch.
+
+Ray itself is joined or started once per process and shared by every replica set (`_ray`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
+import sys
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from pydantic import Field
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.resources import install_hint
 from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
@@ -36,6 +37,7 @@ from finreflect_eval.models._base import (
     ReplicaPlan,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._ray import _SESSION, _import_ray, _since, _wait_for_exit
 from finreflect_eval.models._requests import Completion, GenerationRequest
 
 logger = logging.getLogger(__name__)
@@ -46,16 +48,6 @@ REPLICA_ARGS: dict[str, Any] = {
     "ray_address": str | None,
     "replica_timeout": Annotated[float | int, Field(gt=0)],  # (no deadline: inf)
 }
-# Settings that change what a replica loads, passed on to its actor (never secrets: Ray keeps
-# an actor's environment in its cluster state, which its dashboard shows).
-FORWARDED_ENV = (
-    "HF_HUB_OFFLINE",
-    "HF_DATASETS_OFFLINE",
-    "HF_HOME",
-    "HF_HUB_CACHE",
-    "FINREFLECT_EVAL_CACHE",
-    "XDG_CACHE_HOME",
-)
 
 # The end of a line that stops a stage.
 RESUME = (
@@ -99,6 +91,7 @@ class Replica:
     group: Any
     plan: ReplicaPlan
     node: str = ""
+    pid: int = 0  # of its worker process
     gpu_ids: list[str] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)  # as it found them (`auto`)
     requests: int = 0  # answers it delivered
@@ -135,6 +128,7 @@ class ReplicaWorker:
             "context_length": self.lm.context_length,
             "commit": self.lm.commit,
             "node": ray.util.get_node_ip_address(),
+            "pid": os.getpid(),
             "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
         }
 
@@ -172,7 +166,8 @@ class ReplicatedLM(LM):
         self.data_parallel_size = replication.data_parallel_size
         self.timeout = replication.replica_timeout
         self.replicas: list[Replica] = []
-        self._shutdown_ray = _connect(replication.ray_address)
+        self._closed = False
+        _SESSION.open(replication.ray_address)
         try:
             self._start(backend, model, args)
         except BaseException:
@@ -195,7 +190,11 @@ class ReplicatedLM(LM):
                     f"model arg {name}={args[name]!r}: a replica of {plan.gpus:g} GPUs runs "
                     f"with {name}={value!r}"
                 )
-        env = {name: os.environ[name] for name in FORWARDED_ENV if name in os.environ}
+        started = time.perf_counter()
+        # Only what the workers lack: an actor with an environment of its own cannot take one of
+        # the workers Ray keeps started, so each would start a process of its own (~0.5 s).
+        env = {**_SESSION.missing_env(), **plan.env}
+        options = {"runtime_env": {"env_vars": env}} if env else {}
         worker = ray.remote(ReplicaWorker)
         for number in range(size):
             group = placement_group(list(plan.bundles), strategy=plan.strategy)
@@ -203,7 +202,7 @@ class ReplicatedLM(LM):
                 num_cpus=plan.bundles[0].get("CPU", 0),
                 num_gpus=plan.actor_gpus,
                 max_restarts=0,  # a dead replica's batch goes to another one instead
-                runtime_env={"env_vars": {**env, **plan.env}},
+                **options,
                 scheduling_strategy=PlacementGroupSchedulingStrategy(
                     placement_group=group,
                     placement_group_bundle_index=0,
@@ -215,8 +214,9 @@ class ReplicatedLM(LM):
         logger.info("loading %d replicas of %s on Ray", size, model)
         loaded = self._wait([r.actor.load.remote() for r in self.replicas], "loaded")
         for replica, info in zip(self.replicas, loaded, strict=True):
-            replica.node, replica.gpu_ids = info["node"], info["gpu_ids"]
+            replica.node, replica.pid, replica.gpu_ids = info["node"], info["pid"], info["gpu_ids"]
             replica.loaded = True
+        logger.info("%d replicas of %s placed and loaded in %.2f s", size, model, _since(started))
         first = loaded[0]
         self._identity = first["identity"]
         self.batch_size = first["batch_size"]
@@ -300,6 +300,7 @@ class ReplicatedLM(LM):
         if requests and not idle:
             raise FinReflectError(f"no replica of {self.model} is left; {RESUME}")
         running: dict[Any, tuple[Replica, _Batch, float]] = {}
+        clock = time.monotonic()  # the last answers' arrival: wall time is shared from there
 
         def send(replica: Replica, batch: _Batch) -> None:
             attempt = batch.attempts.current()
@@ -322,7 +323,7 @@ class ReplicatedLM(LM):
                 self._lose(replica, batch, f"no answer within replica_timeout={self.timeout:g} s")
                 queue.again(batch)
                 continue
-            replica, batch, _ = running.pop(ready[0])
+            replica, batch, sent = running.pop(ready[0])
             replica.busy = False
             try:
                 completions = ray.get(ready[0])
@@ -333,7 +334,10 @@ class ReplicatedLM(LM):
                 queue.again(batch)
                 continue
             replica.requests += len(completions)
-            final = batch.attempts.receive(list(enumerate(completions)))
+            now = time.monotonic()
+            held = (now - sent) * max(1, int(replica.plan.gpus))
+            final = batch.attempts.receive(list(enumerate(completions)), now - clock, held)
+            clock = now
             yield batch.positions, batch.attempts.results, final
             if batch.attempts.next_attempt():
                 send(replica, batch)
@@ -367,16 +371,20 @@ class ReplicatedLM(LM):
         )
 
     def close(self) -> None:
-        """Free each replica's model, stop its actor and release its placement group; stop Ray
-        where this run started it. A replica still running a batch (the run was interrupted) is
-        stopped at once: its calls run one at a time, so a close would wait for the batch."""
-        import ray
-
-        if not ray.is_initialized():
+        """Free each replica's model, stop its actor and release its placement group; Ray stays
+        up for the next replica set (see `stop_ray`). A replica still running a batch (the run
+        was interrupted) is stopped at once: its calls run one at a time, so a close would wait
+        for the batch. Returns once the replicas' processes on this machine have exited, so that
+        the next model finds their GPU memory free."""
+        if self._closed:
             return
-        from ray.util.placement_group import remove_placement_group
-
+        self._closed = True
+        ray = sys.modules.get("ray")
         try:
+            if ray is None or not ray.is_initialized():
+                return
+            from ray.util.placement_group import remove_placement_group
+
             idle = [r for r in self.replicas if r.alive and r.loaded and not r.busy]
             if idle:  # each frees its model (vLLM: its engine and GPU memory) before it is killed
                 ray.wait([r.actor.close.remote() for r in idle], num_returns=len(idle), timeout=60)
@@ -384,9 +392,10 @@ class ReplicatedLM(LM):
                 replica.alive = False
                 ray.kill(replica.actor, no_restart=True)
                 remove_placement_group(replica.group)
+            here = ray.util.get_node_ip_address()
+            _wait_for_exit([r.pid for r in self.replicas if r.pid and r.node == here], 30.0)
         finally:
-            if self._shutdown_ray:
-                ray.shutdown()
+            _SESSION.release()
 
 
 @dataclass
@@ -420,42 +429,31 @@ class _Batches:
         self.lost.append(batch)
 
 
-def _connect(address: str | None) -> bool:
-    """Join the Ray cluster at `address` (else `RAY_ADDRESS`), or start a local one; True when
-    this run connected (and so disconnects, stopping a local one it started). A Ray the caller
-    started is used as it is."""
-    try:
-        import ray
-    except ImportError:
-        raise FinReflectError(
-            f"data_parallel_size > 1 and ray_address need Ray: {install_hint('ray')}"
-        ) from None
-    if ray.is_initialized():
-        return False
-    _check_reachable(address or os.environ.get("RAY_ADDRESS"))
-    try:
-        ray.init(address=address, include_dashboard=False, logging_level=logging.WARNING)
-    except (ConnectionError, ValueError, RuntimeError) as exc:
-        where = address or os.environ.get("RAY_ADDRESS") or "a local instance"
-        raise FinReflectError(
-            f"cannot reach the Ray cluster at {where}: {first_line(exc)}"
-        ) from None
-    return True
-
-
-def _check_reachable(address: str | None, seconds: float = 10.0) -> None:
-    """A cluster named by HOST:PORT (or ray://HOST:PORT) answers on its port within `seconds`:
-    `ray.init` waits minutes for an address where nothing listens."""
-    if not address or address == "auto" or ("://" in address and not address.startswith("ray://")):
+def start_ray_early(spec: Any) -> None:
+    """Begin joining (or starting) Ray now, in the background, for a model spec whose model args
+    run replicas on it (`data_parallel_size` > 1 or `ray_address`), so that Ray starts while the
+    run does other work (tasks, data) rather than after. Anything else, or Ray not installed,
+    does nothing: loading the model reports what is wrong."""
+    args = getattr(spec, "args", spec)
+    if not isinstance(args, Mapping):  # a loaded model
         return
-    host, _, port = address.removeprefix("ray://").rpartition(":")
     try:
-        socket.create_connection((host, int(port)), timeout=seconds).close()
-    except (OSError, ValueError) as exc:
-        raise FinReflectError(
-            f"cannot reach the Ray cluster at {address}: {first_line(exc)} (give HOST:PORT of a "
-            "running head node, ray://HOST:PORT for Ray Client, or auto)"
-        ) from None
+        replication = Replication.take(dict(args))
+    except (FinReflectError, TypeError):
+        return
+    if not replication.on_ray:
+        return
+    try:
+        _import_ray()  # here: an import holds the interpreter, in any thread
+    except FinReflectError:
+        return
+    _SESSION.begin(replication.ray_address)
+
+
+def stop_ray() -> None:
+    """Leave the Ray this process joined (stopping one it started; not one the caller started),
+    now rather than at exit."""
+    _SESSION.stop()
 
 
 def _check_room(plan: ReplicaPlan, size: int) -> None:

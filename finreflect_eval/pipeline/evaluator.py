@@ -22,6 +22,7 @@ from typing import Any
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.data import span_list
 from finreflect_eval.models import LM, ModelSpec, check_spec, load_model, probe_endpoint
+from finreflect_eval.models.replicas import start_ray_early
 from finreflect_eval.pipeline import judging
 from finreflect_eval.pipeline.environment import seed_globals
 from finreflect_eval.pipeline.extraction import TaskRun
@@ -52,6 +53,7 @@ def extract(config: RunConfig, panel: str | None = None) -> Run:
     the judge panel that will score it) one that panel has no results for yet."""
     started = time.perf_counter()
     check_spec(config.model)  # the cheap checks first: no data or model loads before them
+    start_ray_early(config.model)  # replicas on Ray: it starts while the data loads
     seed_globals(config.random_seed, config.numpy_seed)  # as lm-eval, before anything runs
     index = TaskIndex(config.include_paths)
     overrides = {

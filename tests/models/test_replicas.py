@@ -5,9 +5,14 @@ those of one model, sooner."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 
@@ -224,8 +229,9 @@ def test_a_failed_start_releases_what_it_reserved(ray_cluster):
 def test_hf_two_replicas_give_byte_identical_samples_and_results(
     ray_cluster, tiny_model_dir, tmp_path
 ):
-    """The hf backend on a tiny model, greedy and constrained: samples byte for byte, and the
-    results in everything but the record of how they ran."""
+    """The hf backend on a tiny model, greedy and constrained: samples byte for byte but for
+    each call's clock (its seconds) and its cached prompt tokens, and the results in everything
+    but the record of how they ran and those."""
     panel = load_panel(panel_file(tmp_path, "gold_labels", "accepts_all", "rejects_all"))
     outputs = {}
     for size in (1, 2):
@@ -243,7 +249,7 @@ def test_hf_two_replicas_give_byte_identical_samples_and_results(
         # A random model's invalid outputs (and their retries) are part of what must match.
         _, results = evaluate(config, panel, FailurePolicy(allow_failures=True))
         samples = {
-            path.name.split("_20")[0]: path.read_bytes()
+            path.name.split("_20")[0]: without_clock(path.read_bytes())
             for path in sorted(folder.rglob("samples_*.jsonl"))
         }
         outputs[size] = samples, results.model_dump(mode="json", by_alias=True)
@@ -284,6 +290,13 @@ def test_hf_auto_batch_size_is_found_by_each_replica(ray_cluster, tiny_model_dir
     assert sorted(r["requests"] for r in record["replicas"]) == [3, 4]  # 3 + 3 + 1
 
 
+def without_clock(samples: bytes) -> bytes:
+    """A samples file with each call's `seconds` and `device_seconds` (its clock) taken out, and
+    its cached prompt tokens (each replica keeps its own prompt prefixes)."""
+    clock = re.compile(rb',"((device_)?seconds|cached_prompt_tokens)":(null|[0-9.e-]+)')
+    return clock.sub(b"", samples)
+
+
 def comparable(results: dict) -> dict:
     """Results without what differs between any two runs (clock, run id, cache file) and the
     record of how the candidate ran (its model args and replicas)."""
@@ -298,7 +311,20 @@ def comparable(results: dict) -> dict:
     kept["config"] = config
     kept["judges"] = {**kept["judges"], "seconds": None}
     kept["details"] = {task: {**entry, "seconds": None} for task, entry in kept["details"].items()}
+    kept["cost"] = {task: _without_clock(cost) for task, cost in kept.get("cost", {}).items()}
     return kept
+
+
+def _without_clock(value):
+    """The cost block without its clock and cached prompt tokens (each replica keeps its own
+    prompt prefixes): the calls and the other tokens must match."""
+    if isinstance(value, dict):
+        return {
+            k: _without_clock(v)
+            for k, v in value.items()
+            if k not in ("seconds", "device_seconds", "money", "cached_prompt_tokens")
+        }
+    return value
 
 
 def test_run_starts_its_own_ray_and_records_the_replicas(cli, env, tmp_path):
@@ -318,6 +344,10 @@ def test_run_starts_its_own_ray_and_records_the_replicas(cli, env, tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert ", replicas: 2 (" in result.stdout  # the summary says how the requests were shared
+    # One Ray for the candidate and the judge, stopped once, at the end.
+    assert result.stderr.count("Ray: started a local instance in ") == 1, result.stderr[-3000:]
+    assert result.stderr.count(" placed and loaded in ") == 2  # the candidate's, the judge's
+    assert result.stderr.count("Ray: stopped in ") == 1
     (path,) = (out / "candidate").glob("results_*.json")
     results = json.loads(path.read_text())
     config = results["config"]
@@ -439,3 +469,135 @@ def test_vllm_replicas_reserve_tensor_parallel_gpus_each(real_vllm, tmp_path):
     assert found["too_many"] == (
         "data_parallel_size=3 needs 6 GPU (2 per replica); the Ray cluster has 4"
     )
+
+
+SESSION = """
+import json, logging, os, sys
+logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s")
+import ray, ray.actor
+from finreflect_eval.models import GenerationRequest, ModelSpec, load_model
+from finreflect_eval.models import _ray, replicas
+
+inits, actor_envs = [], []
+init, options = ray.init, ray.actor.ActorClass.options
+def counted_init(*args, **kwargs):
+    inits.append(kwargs)
+    return init(*args, **kwargs)
+def recorded_options(self, **kwargs):
+    actor_envs.append(kwargs.get("runtime_env"))
+    return options(self, **kwargs)
+ray.init, ray.actor.ActorClass.options = counted_init, recorded_options
+
+args = {"responses": "support.replica_responders:slow", "data_parallel_size": 2}
+if len(sys.argv) > 1:
+    args["ray_address"] = sys.argv[1]
+spec = ModelSpec("scripted", "scripted", args)
+found = {"clusters": [], "exited": []}
+replicas.start_ray_early(spec)  # in the background, while this process goes on
+for number in range(2):
+    if number == 1:
+        os.environ["HF_HOME"] = "/tmp/hf-home-set-later"  # the actors need it: passed to them
+    with load_model(spec) as lm:
+        texts = [r.text for r in lm.generate([GenerationRequest(prompt="x" * n) for n in range(4)])]
+        found["clusters"].append(ray.get_runtime_context().gcs_address)
+        pids = [replica.pid for replica in lm.replicas]
+    found["exited"].append(not any(_ray._running(pid) for pid in pids))
+    found["texts"] = texts
+found["up_after"] = ray.is_initialized()
+found["inits"] = [{k: v for k, v in kw.items() if k in ("address", "runtime_env")} for kw in inits]
+found["actor_envs"] = actor_envs
+print(json.dumps(found))
+"""
+
+
+def session(*args: str, **env: str) -> tuple[dict, str]:
+    """SESSION in a process of its own (no Ray the caller started): what it found, and its log."""
+    environment = {**os.environ, "PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1", **env}
+    environment.pop("RAY_ADDRESS", None)
+    environment.pop("HF_HOME", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SESSION, *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1]), done.stderr
+
+
+def answers(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+    except OSError:
+        return False
+    return True
+
+
+def test_one_local_ray_per_process_started_early_and_reused():
+    """Started in the background before the first replica set loads, Ray is started once and
+    kept: the second replica set of the process uses it. Its workers have this environment
+    (no actor takes one of its own, so each takes a worker Ray keeps started), except what is
+    set after it started. Closing a set returns once its replicas' processes have exited; Ray
+    stops when the process exits."""
+    found, log = session()
+    # Ray's default address is the cluster `ray start` last started here: not without one
+    assert found["inits"] == [{"address": "local", "runtime_env": None}]
+    assert found["clusters"][0] == found["clusters"][1] and found["up_after"]
+    assert found["actor_envs"][:2] == [None, None]  # HF_HUB_OFFLINE=1: inherited
+    later = {"env_vars": {"HF_HOME": "/tmp/hf-home-set-later"}}
+    assert found["actor_envs"][2:] == [later, later]
+    assert found["exited"] == [True, True]
+    assert found["texts"] == [json.dumps({"length": n}) for n in range(4)]
+    assert log.count("Ray: started a local instance in ") == 1
+    assert "started early, the run waited" in log
+    assert log.count("2 replicas of scripted placed and loaded in ") == 2
+    assert log.count("Ray: stopped in ") == 1  # at exit
+    assert "SIGTERM handler is not set" not in log
+    assert not answers(found["clusters"][0])  # and it is gone
+
+
+@pytest.fixture
+def ray_head():
+    """A Ray cluster of its own (`ray start --head --block`), as a user starts one; its address."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    temp = tempfile.mkdtemp(prefix="rt", dir="/tmp")  # short: Ray's socket paths must be
+    ray_cli = os.path.join(os.path.dirname(sys.executable), "ray")
+    head = subprocess.Popen(
+        [ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(TESTS), "RAY_TMPDIR": temp},
+        start_new_session=True,
+    )
+    address = f"127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while not answers(address) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        yield address
+    finally:
+        head.send_signal(signal.SIGTERM)  # it stops what it started
+        try:
+            head.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            head.kill()
+            head.wait()
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_a_running_cluster_is_joined_once_and_left_running(ray_head):
+    """`ray_address` names a running cluster: the process joins it once, for both replica sets;
+    the settings its replicas need go once, as the job's environment (not each actor's); the
+    cluster is left running."""
+    # Ray authenticates with the token of `ray start` where an address is given only when asked
+    found, log = session(ray_head, RAY_AUTH_MODE="token")
+    assert [init["address"] for init in found["inits"]] == [ray_head]
+    assert found["inits"][0]["runtime_env"] == {"env_vars": {"HF_HUB_OFFLINE": "1"}}
+    assert found["clusters"][0] == found["clusters"][1]
+    assert found["actor_envs"][:2] == [None, None]
+    assert log.count("Ray: joined the cluster in ") == 1 and "Ray: left in " in log
+    assert answers(ray_head)  # still running

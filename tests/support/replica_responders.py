@@ -46,3 +46,18 @@ def _flag(path):
         return False
     Path(path).unlink()
     return True
+
+
+EXTRACTION_SECONDS = 3.0
+
+
+def extraction_3s(request):
+    """An extraction call of 3 s, as a small model's would be: the span's reference triples from
+    the bundled sample (`scripted_judges.reference_triples`), answered 3 s after the call began
+    (the replica benchmark, `benchmarks/replicas.py`)."""
+    from support.scripted_judges import reference_triples
+
+    started = time.monotonic()
+    answer = reference_triples(request)
+    time.sleep(max(0.0, EXTRACTION_SECONDS - (time.monotonic() - started)))
+    return answer
