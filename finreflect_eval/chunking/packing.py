@@ -13,6 +13,7 @@ from finreflect_eval.chunking.blocks import (
     MAX_HEADING_CHARS,
     Block,
     Chunk,
+    cycle_collection_paused,
     is_page_number,
     is_part_heading,
     parse_item,
@@ -22,6 +23,7 @@ from finreflect_eval.chunking.tokens import TokenCounter, count_regex_tokens
 logger = logging.getLogger(__name__)
 
 
+@cycle_collection_paused()
 def chunk_filing(
     blocks: list[Block], max_tokens: int = 2048, count_tokens: TokenCounter | None = None
 ) -> list[Chunk]:

@@ -12,6 +12,7 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.chunking.blocks import (
     Block,
     clean,
+    cycle_collection_paused,
     is_page_number,
     is_part_heading,
     is_toc_header,
@@ -22,6 +23,7 @@ from finreflect_eval.chunking.html import read_html
 logger = logging.getLogger(__name__)
 
 
+@cycle_collection_paused()
 def read_filing(path: str | Path) -> list[Block]:
     """Reads a 10-K filing into blocks, detecting its format.
 
