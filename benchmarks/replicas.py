@@ -16,8 +16,8 @@ alternating order; medians), offline as in CI:
                                   [--checkout PATH]
 
 `--early-start` runs the command through a wrapper that calls `replicas.start_ray_early` with
-the model args before the command imports the pipeline, as the command line does once that
-call is wired in (without it: the command as it is). `--checkout` runs another copy of the
+the model args before the command imports the pipeline. `extract` and `run` do that themselves
+now; the wrapper gives an older `--checkout` the same start. `--checkout` runs another copy of the
 package (an older one: the before figures; Ray's figures need its log lines).
 """
 
