@@ -380,7 +380,7 @@ class HFModel(LM):
             Completion(
                 text=text,
                 prompt_tokens=tokens,
-                completion_tokens=self._count(text),
+                completion_tokens=len(self.tokenizer(text, add_special_tokens=False).input_ids),
                 cached_prompt_tokens=cached,
             )
             for tokens, text, cached in zip(read, texts, reused, strict=True)
@@ -429,11 +429,10 @@ class HFModel(LM):
                 torch.cuda.empty_cache()
 
     def prompt_length(self, request: GenerationRequest) -> int:
-        format_input = self.outlines_model.type_adapter.format_input
-        return self._count(format_input(self.model_input(request)))
-
-    def _count(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
+        # Tokenized as generation tokenizes it (a base model's BOS included).
+        prompt = self.outlines_model.type_adapter.format_input(self.model_input(request))
+        _, attention_mask = self.outlines_model.tokenizer.encode([prompt])
+        return int(attention_mask.sum())
 
     def close(self) -> None:
         self._generators.clear()

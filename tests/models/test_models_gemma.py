@@ -69,6 +69,17 @@ def test_batched_generation_equals_one_at_a_time(gemma):
     assert all(TYPING.model_validate_json(text) for text in batched)
 
 
+def test_the_context_check_counts_the_prompt_the_model_reads(gemma):
+    """`prompt_length` (the context check, the batch-size fit) is the count generation records:
+    the GGUF has no chat template, so its tokenizer's BOS comes before the text."""
+    requests = extraction_requests(2, TYPING, max_tokens=40)
+    results = gemma.generate(requests)
+    for request, result in zip(requests, results, strict=True):
+        read = len(gemma.tokenizer(request.prompt).input_ids)  # BOS + the text
+        assert gemma.prompt_length(request) == read
+        assert result.prompt_tokens == read * result.attempts
+
+
 def test_judge_prompts_reuse_their_prefix_with_the_same_outputs():
     """The demo panel's calls about two spans (four criteria each): greedy outputs equal with and
     without prefix reuse, which computes well under 60% of the prompt positions sent."""
