@@ -14,7 +14,7 @@ from finreflect_eval.protocol.criteria import (
     level_shares,
 )
 from finreflect_eval.records import Results
-from finreflect_eval.records.cost import money_text
+from finreflect_eval.records.cost import Usage, UsageRate, figure_text
 from finreflect_eval.runs.store import Run
 from finreflect_eval.stats.agreement import ALPHA_GATE
 
@@ -141,27 +141,14 @@ def cost_table(results: Results) -> str:
     return "".join(lines)
 
 
-def _usage_cells(usage: Any, currency: str | None) -> list[str]:
-    """A usage's figures as text: "—" where unknown, money to the results' 6 decimals."""
-
-    def number(value: float | None) -> str:
-        if value is None:
-            return "—"
-        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.2f}"
-
-    def seconds(value: float | None) -> str:
-        return "—" if value is None else f"{value:,.1f}"
-
-    money = "—" if usage.money is None else f"{money_text(usage.money)} {currency}"
-    return [
-        number(usage.calls),
-        number(usage.cache_hits),
-        f"{number(usage.prompt_tokens)} ({number(usage.cached_prompt_tokens)})",
-        number(usage.completion_tokens),
-        seconds(usage.seconds),
-        seconds(usage.device_seconds),
-        money,
-    ]
+def _usage_cells(usage: Usage | UsageRate, currency: str | None) -> list[str]:
+    """A usage's figures as the results hold them, the cached prompt tokens after the prompt's."""
+    rate = isinstance(usage, UsageRate)
+    keys = ("calls", "cache_hits", "completion_tokens", "seconds", "device_seconds", "money")
+    calls, hits, *rest = (figure_text(key, getattr(usage, key), currency, rate) for key in keys)
+    prompt = figure_text("prompt_tokens", usage.prompt_tokens, currency, rate)
+    cached = figure_text("cached_prompt_tokens", usage.cached_prompt_tokens, currency, rate)
+    return [calls, hits, f"{prompt} ({cached})", *rest]
 
 
 def graph_lines(results: Results) -> str:

@@ -148,3 +148,18 @@ def money_text(value: float) -> str:
     """An amount as the results round it (6 decimals), without trailing zeros."""
     text = f"{value:,.6f}".rstrip("0").rstrip(".")
     return text or "0"
+
+
+COUNTS = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+
+
+def figure_text(key: str, value: float | None, currency: str | None, rate: bool = False) -> str:
+    """A usage figure `key` as the results hold it, with thousands separators: counts whole (to
+    2 decimals per 1k triples, `rate`), seconds to 3 decimals, money to 6; "—" where unknown."""
+    if value is None:
+        return "—"
+    if key == "money":
+        return f"{money_text(value)} {currency or ''}".strip()
+    if key in COUNTS and not rate:
+        return f"{int(value):,}"
+    return f"{value:,.{2 if key in COUNTS else 3}f}"

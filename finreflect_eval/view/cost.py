@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from finreflect_eval.records import Results, TaskCost, Usage
-from finreflect_eval.records.cost import UsageRate, money_text
+from finreflect_eval.records.cost import UsageRate, figure_text
 from finreflect_eval.view.source import ViewRun
 
 # The table's columns: a Usage's field, its header, and what it counts (the header's title).
@@ -30,7 +30,6 @@ COLUMNS = (
     ),
     ("money", "money", "from the price table (— : no price for a model that answered)"),
 )
-COUNTS = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
 
 
 def cost_contexts(run: ViewRun, tasks: list[str]) -> list[dict[str, Any]]:
@@ -75,20 +74,8 @@ def _row(
     cells = []
     for key, _, _ in COLUMNS:
         value = getattr(usage, key)
-        cells.append((key, value, _text(key, value, currency, rate)))
+        cells.append((key, value, figure_text(key, value, currency, rate)))
     return {"kind": kind, "label": label, "judge": judge, "model": model, "cells": cells}
-
-
-def _text(key: str, value: float | None, currency: str | None, rate: bool) -> str:
-    """A figure as the results hold it (counts per 1k triples to 2 decimals, seconds to 3,
-    money to 6), with thousands separators."""
-    if value is None:
-        return "—"
-    if key == "money":
-        return f"{money_text(value)} {currency or ''}".strip()
-    if key in COUNTS and not rate:
-        return f"{int(value):,}"
-    return f"{value:,.{2 if key in COUNTS else 3}f}"
 
 
 def _notes(cost: TaskCost) -> list[str]:
