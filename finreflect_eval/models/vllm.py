@@ -206,8 +206,8 @@ class VLLMModel(LM):
 
     def prompt_length(self, request: GenerationRequest) -> int:
         tokenizer = self.llm.get_tokenizer()
-        if not self.chat:
-            return len(tokenizer(request.plain_prompt(), add_special_tokens=False).input_ids)
+        if not self.chat:  # `LLM.generate` adds the tokenizer's special tokens (a BOS)
+            return len(tokenizer(request.plain_prompt()).input_ids)
         template_kwargs = {}
         if self.enable_thinking is not None:
             template_kwargs["enable_thinking"] = self.enable_thinking

@@ -8,6 +8,7 @@ generation is faked (it needs a GPU), and the fake binds its arguments to the re
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import re
@@ -313,6 +314,27 @@ def test_base_model_gets_plain_prompts(engineless, monkeypatch):
     assert (method, prompts) == ("generate", ["Plain prompt.", "As text."])
     assert kwargs["use_tqdm"] is False
     assert len(sampling) == 2 and all(r.ok for r in results)
+
+
+def test_a_base_model_s_prompt_is_counted_as_vllm_tokenizes_it(engineless, monkeypatch):
+    """`LLM.generate` tokenizes a text prompt with the tokenizer's special tokens (vLLM's
+    renderer: `default_cmpl_tok_params`), a BOS included: the context check counts the same."""
+    from tokenizers.processors import TemplateProcessing
+    from vllm.renderers.params import TokenizeParams
+
+    monkeypatch.setattr(engineless, "chat_template", None)
+    lm = VLLMModel("m-base")
+    tokenizer = copy.deepcopy(lm.llm.get_tokenizer())  # the session's own stays as it is
+    monkeypatch.setattr(lm.llm, "get_tokenizer", lambda: tokenizer)
+    bos = tokenizer.eos_token  # the tiny tokenizer has no BOS of its own: one stands in
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single=f"{bos} $A", special_tokens=[(bos, tokenizer.eos_token_id)]
+    )
+    request = GenerationRequest(prompt="Plain prompt about revenue.", schema=SCHEMA)
+    encode = TokenizeParams(max_total_tokens=None, add_special_tokens=True).get_encode_kwargs()
+    ids = tokenizer.encode(request.plain_prompt(), **encode)
+    assert ids[0] == tokenizer.eos_token_id
+    assert lm.prompt_length(request) == len(ids)
 
 
 def test_no_schema_no_structured_outputs(engineless):
