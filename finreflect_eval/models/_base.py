@@ -84,6 +84,20 @@ def hub_commit(model: str, revision: str | None = None) -> str | None:
     return Path(path).parent.name if isinstance(path, str) else None
 
 
+def render_chat_template(tokenizer: Any, request: GenerationRequest) -> str:
+    """The request's messages (a bare prompt as one user turn) as the tokenizer's chat template
+    writes them, up to the assistant's turn."""
+    messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
+    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+
+
+def added_bos(tokenizer: Any) -> str:
+    """The BOS token the tokenizer puts before the text it encodes; "" if it puts none."""
+    bos = tokenizer.bos_token
+    adds = tokenizer("x").input_ids[:1] == [tokenizer.bos_token_id]
+    return bos if bos and adds else ""
+
+
 def tokenizer_info(tokenizer: Any, chat_template: str | None, max_length: int | None) -> dict:
     """lm-eval's tokenizer information (`[token, id]` pairs) and the chat template used, as
     `records.LoadedModel`'s fields."""

@@ -11,7 +11,7 @@ from typing import Any
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import tokenizer_info
+from finreflect_eval.models._base import render_chat_template, tokenizer_info
 from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
 from finreflect_eval.models.openai import OpenAIModel
 
@@ -88,10 +88,7 @@ class CompletionsModel(OpenAIModel):
         """The one prompt string the request becomes (see the class docstring)."""
         if self.chat_template is None:
             return request.plain_prompt()
-        messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
-        text = self._tokenizer.apply_chat_template(
-            messages, tokenize=False, add_generation_prompt=True
-        )
+        text = render_chat_template(self._tokenizer, request)
         bos = self._tokenizer.bos_token
         return text.removeprefix(bos) if bos else text
 

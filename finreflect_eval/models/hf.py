@@ -14,13 +14,16 @@ from pathlib import Path
 from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import cache_root, install_hint
 from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     AtLeastZero,
     ReplicaPlan,
+    added_bos,
     hub_commit,
+    render_chat_template,
     tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
@@ -124,11 +127,13 @@ class HFModel(LM):
         return ReplicaPlan(bundles=({"CPU": float(max(1, cluster.get("CPU", 1) // replicas))},))
 
     def identity(self) -> dict[str, Any]:
+        template = self.tokenizer.chat_template if self.has_chat_template else None
         return {
             **super().identity(),
             "checkpoint": self.checkpoint_id,
             "dtype": self.dtype,
             "structured_backend": self.structured_backend,
+            **({"chat_template_sha": text_sha256(template)} if template else {}),
         }
 
     def resolved(self) -> dict[str, Any]:
@@ -246,6 +251,9 @@ class HFModel(LM):
 
         self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
+        # `model_input` renders the template: outlines' own rendering would be read with 2 BOS.
+        self.outlines_model.type_adapter.has_chat_template = False
+        self._added_bos = added_bos(self.tokenizer)
         self._generators: dict[str, Any] = {}  # one compiled generator per distinct schema
         self._grammar_engine: Any = None  # see `_engine`
 
@@ -290,16 +298,12 @@ class HFModel(LM):
             )
         return self._grammar_engine
 
-    def model_input(self, request: GenerationRequest) -> Any:
-        """What outlines gets: chat messages for a chat model (it applies the template, once);
-        plain text for a base model without a chat template."""
-        from outlines.inputs import Chat
-
-        if self.has_chat_template and request.messages:
-            return Chat(list(request.messages))
-        if self.has_chat_template:
-            return request.prompt  # outlines wraps a str as one user turn
-        return request.plain_prompt()
+    def model_input(self, request: GenerationRequest) -> str:
+        """The prompt outlines gets: a chat model's request through its template (a BOS the
+        template writes is left to the tokenizer, which adds one), else the plain prompt."""
+        if not self.has_chat_template:
+            return request.plain_prompt()
+        return render_chat_template(self.tokenizer, request).removeprefix(self._added_bos)
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         # Requests that share a schema and sampling parameters run as one batch.
@@ -333,15 +337,13 @@ class HFModel(LM):
         # The grammar first (a new tokenizer's engine takes seconds): its wait and the first
         # step's (llguidance compiles its kernel) come apart, the prompts' progress between.
         generator = self._generator(first.schema)
-        inputs = [self.model_input(request) for request in group]
+        prompts = [self.model_input(request) for request in group]
         sampling: dict[str, Any] = {"do_sample": first.temperature > 0}
         if first.temperature > 0:
             # Unset top_p/top_k: the checkpoint's generation config decides, as in transformers.
             sampling.update(temperature=first.temperature, **first.sampling_options())
         else:  # greedy: don't let the checkpoint's sampling defaults leak in
             sampling.update(temperature=None, top_p=None, top_k=None)
-        format_input = self.outlines_model.type_adapter.format_input
-        prompts = [format_input(model_input) for model_input in inputs]
         # The same tokens outlines will pass to generate (it tokenizes the same way).
         input_ids, attention_mask = self.outlines_model.tokenizer.encode(prompts)
         prompt_tokens = int(attention_mask.sum())
@@ -371,7 +373,7 @@ class HFModel(LM):
         torch.manual_seed(first.seed)
         with torch.inference_mode():
             texts = generator.batch(
-                inputs,
+                prompts,
                 max_new_tokens=first.max_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
                 **sampling,
@@ -429,9 +431,8 @@ class HFModel(LM):
                 torch.cuda.empty_cache()
 
     def prompt_length(self, request: GenerationRequest) -> int:
-        # Tokenized as generation tokenizes it (a base model's BOS included).
-        prompt = self.outlines_model.type_adapter.format_input(self.model_input(request))
-        _, attention_mask = self.outlines_model.tokenizer.encode([prompt])
+        # Tokenized as generation tokenizes it (the tokenizer's BOS included).
+        _, attention_mask = self.outlines_model.tokenizer.encode([self.model_input(request)])
         return int(attention_mask.sum())
 
     def close(self) -> None:

@@ -8,6 +8,7 @@ import pytest
 from conftest import missing, require
 
 from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import install_hint
 from finreflect_eval.models import GenerationRequest, ModelSpec, ResponseCache, load_model
 from finreflect_eval.pipeline.judging import triple_verdicts_model
@@ -173,6 +174,52 @@ def test_chat_template_is_applied_once(tiny_model_dir, tmp_path):
         plain = GenerationRequest(prompt="P")
         rendered = lm.outlines_model.type_adapter.format_input(lm.model_input(plain))
         assert rendered == "<|user|>P<|assistant|>"
+
+
+def test_a_chat_model_reads_one_bos(tiny_model_dir, tmp_path, monkeypatch):
+    """A template that writes the BOS and a tokenizer that adds one when it encodes (Gemma,
+    Llama 3): the model reads the BOS once, as vLLM's chat gives it (outlines would encode the
+    rendered template with the tokenizer's BOS added again); the context check counts the same;
+    the rendering is in the cache key."""
+    from tokenizers.processors import TemplateProcessing
+    from transformers import AutoTokenizer
+
+    chat_dir = tmp_path / "chat"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.bos_token = "</s>"  # its EOS doubles as the BOS, as GPT-2's does
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(
+        single="</s> $A", special_tokens=[("</s>", tokenizer.bos_token_id)]
+    )
+    tokenizer.chat_template = (
+        "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+        "<|assistant|>"
+    )
+    tokenizer.save_pretrained(chat_dir)
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        if (tiny_model_dir / name).exists():
+            (chat_dir / name).write_bytes((tiny_model_dir / name).read_bytes())
+    bos = tokenizer.bos_token_id
+    assert AutoTokenizer.from_pretrained(chat_dir)("x").input_ids[0] == bos  # it adds one
+    chat = GenerationRequest.chat(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}],
+        schema=TRIPLES,
+        max_tokens=8,
+    )
+    with load_model(spec(chat_dir, max_retries=0)) as lm:
+        read = []
+        generate = lm.hf_model.generate
+
+        def spy(*args, **kwargs):
+            mask = kwargs["attention_mask"][0].bool()
+            read.append(kwargs["input_ids"][0][mask].tolist())
+            return generate(*args, **kwargs)
+
+        monkeypatch.setattr(lm.hf_model, "generate", spy)
+        lm.generate([chat])
+        [ids] = read
+        assert ids[0] == bos and ids[1] != bos
+        assert lm.prompt_length(chat) == len(ids)
+        assert lm.identity()["chat_template_sha"] == text_sha256(tokenizer.chat_template)
 
 
 def test_bad_model_args_and_paths_are_one_line_errors(tiny_model_dir, tmp_path):
