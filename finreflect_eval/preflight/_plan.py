@@ -56,6 +56,8 @@ def render_plan(
         for check in models
     ]
     judges = panel.judges if panel else []
+    # The grounding cascade scores a triple whose figures its span lacks 0 without a judge.
+    cascade = "≤ " if config.skip_judging_ungrounded else ""
     rows: list[list[object]] = []
     totals = [0, 0, *(0 for _ in judges)]
     for item in data:
@@ -67,11 +69,10 @@ def render_plan(
         totals = [a + b for a, b in zip(totals, [spans, *calls], strict=True)]
         at_most = "≤ " if item.task.config.mode == "reflection" else ""
         first = [item.task.name, item.task.config.mode, item.dataset, item.version, spans]
-        rows.append([*first, f"{at_most}{calls[0]}", *calls[1:]])
+        rows.append([*first, f"{at_most}{calls[0]}", *(f"{cascade}{n}" for n in calls[1:])])
     reflection = any(item.task.config.mode == "reflection" for item in data)
-    rows.append(
-        ["total", "", "", "", totals[0], f"{'≤ ' if reflection else ''}{totals[1]}", *totals[2:]]
-    )
+    total = ["total", "", "", "", totals[0], f"{'≤ ' if reflection else ''}{totals[1]}"]
+    rows.append([*total, *(f"{cascade}{n}" for n in totals[2:])])
     header = ["task", "mode", "dataset", "version", "spans", "extraction calls"]
     header += [f"judge {judge.name} calls" for judge in judges]
     download = sum(check.download or 0 for check in models)
@@ -87,9 +88,10 @@ def render_plan(
         markdown_table(header, rows),
         "",
         f"Calls: {'≤ ' if reflection else ''}{totals[1]} extraction"
-        + (f", {sum(totals[2:])} by the judges" if judges else "")
+        + (f", {cascade}{sum(totals[2:])} by the judges" if judges else "")
         + ", before retries of invalid outputs"
-        + ("; a span without triples gets no judge call." if judges else "."),
+        + ("; a span without triples gets no judge call" if judges else "")
+        + (" (nor one whose triples all fail the grounding check)." if cascade else "."),
         f"Download: {'at least ' if unknown else ''}{gigabytes(download)} of weights into "
         f"{hub_cache()} ({gigabytes(free_bytes(hub_cache()))} free).",
         f"Output: {config.output_dir}",

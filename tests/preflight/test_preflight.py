@@ -183,6 +183,31 @@ def online(tmp_path, hub) -> dict[str, str]:
     )
 
 
+def test_the_plan_of_a_run_with_the_grounding_cascade_bounds_the_judge_calls(cli, tmp_path):
+    """With --skip-judging-ungrounded a span whose triples all fail the grounding check gets no
+    judge call: the judges' calls are an upper bound, and the plan says so."""
+    cache_model(tmp_path, "example-org/candidate", shards=1, present=1)
+    cache_model(tmp_path, "example-org/judge", shards=1, present=1)
+    judges = [{"name": name, "model": "example-org/judge"} for name in ("j1", "j2")]
+    panel = write_panel(tmp_path, judges)
+    args = ["run", "--model", "example-org/candidate", "--tasks", "finreflect_single_pass"]
+    args += ["--dataset", "sample", "--limit", "2", "--judges", panel, "--check"]
+    args += ["--output-path", str(tmp_path / "out")]
+    plain = cli(*args, env=hub_env(tmp_path))
+    cascade = cli(*args, "--skip-judging-ungrounded", env=hub_env(tmp_path))
+    for result in (plain, cascade):
+        assert result.returncode == 0, result.stderr
+    # 2 spans, 1 extraction call and 4 calls of each judge (one per criterion) each.
+    assert "| finreflect_single_pass | single_pass | sample |" in plain.stdout
+    assert " | 2 | 2 | 8 | 8 |" in plain.stdout
+    assert "| total |  |  |  | 2 | 2 | 8 | 8 |" in plain.stdout
+    assert "Calls: 2 extraction, 16 by the judges" in plain.stdout
+    assert " | 2 | 2 | ≤ 8 | ≤ 8 |" in cascade.stdout
+    assert "| total |  |  |  | 2 | 2 | ≤ 8 | ≤ 8 |" in cascade.stdout
+    assert "Calls: 2 extraction, ≤ 16 by the judges" in cascade.stdout
+    assert "(nor one whose triples all fail the grounding check)." in cascade.stdout
+
+
 def test_online_plan_against_the_loopback_hub(cli, tmp_path):
     for module in ("torch", "transformers", "outlines"):
         require(module, "[hf] extra")  # what the hf backend loads: the check asks for them
