@@ -93,8 +93,7 @@ def timed(lm, batch: list[GenerationRequest], bare: bool) -> float:
     sync()
     started = time.perf_counter()
     if bare:
-        format_input = lm.outlines_model.type_adapter.format_input
-        prompts = [format_input(lm.model_input(request)) for request in batch]
+        prompts = [lm.model_input(request) for request in batch]  # the text our hf encodes
         ids, mask = lm.outlines_model.tokenizer.encode(prompts)
         with torch.inference_mode():
             lm.hf_model.generate(
