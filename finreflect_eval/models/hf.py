@@ -431,9 +431,8 @@ class HFModel(LM):
                 torch.cuda.empty_cache()
 
     def prompt_length(self, request: GenerationRequest) -> int:
-        # Tokenized as generation tokenizes it (the tokenizer's BOS included).
-        _, attention_mask = self.outlines_model.tokenizer.encode([self.model_input(request)])
-        return int(attention_mask.sum())
+        # As outlines encodes it for generation: with the tokenizer's special tokens (a BOS).
+        return len(self.tokenizer(self.model_input(request)).input_ids)
 
     def close(self) -> None:
         self._generators.clear()
