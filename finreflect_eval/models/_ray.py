@@ -175,7 +175,7 @@ class _RaySession:
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise FinReflectError(
                     f"cannot reach the Ray cluster at {address or 'a local instance'}: "
-                    f"{first_line(exc)}"
+                    f"{first_line(exc)}{'' if local else _token_hint()}"
                 ) from None
             with self.lock:
                 self.seconds = _since(started)
@@ -298,6 +298,17 @@ def _running(pid: int) -> bool:
         except PermissionError:
             return True
         return True
+
+
+def _token_hint() -> str:
+    """Why a cluster that answers may still refuse us: since Ray 2.59 a cluster that `ray start`
+    made asks for its token, which a client sends only with RAY_AUTH_MODE=token."""
+    if os.environ.get("RAY_AUTH_MODE") == "token":
+        return ""
+    return (
+        " (a cluster that asks for a token, as `ray start` makes them from Ray 2.59, is joined "
+        "with RAY_AUTH_MODE=token set here; the token from RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+    )
 
 
 def _check_reachable(address: str | None, seconds: float = 10.0) -> None:

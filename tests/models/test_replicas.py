@@ -589,6 +589,29 @@ def ray_head():
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@pytest.mark.slow  # Ray retries for about 15 s; and Ray asks for tokens from 2.59 (the floor: 2.40)
+def test_a_cluster_that_asks_for_a_token_is_one_line_saying_how_to_send_it(ray_head, tmp_path):
+    """Ray 2.59+ `ray start` clusters ask for a token, which a client sends only with
+    RAY_AUTH_MODE=token: without it the join fails, and the line says how to send it."""
+    args = f"responses=support.replica_responders:slow,data_parallel_size=2,ray_address={ray_head}"
+    environment = {**os.environ, "PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
+    environment.pop("RAY_AUTH_MODE", None)
+    command = ["extract", "--model", "c", "--backend", "scripted", "--model-args", args]
+    command += ["--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "1"]
+    done = subprocess.run(
+        [sys.executable, "-m", "finreflect_eval", *command, "--output-path", str(tmp_path / "o")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=environment,
+    )
+    assert done.returncode == 1, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"finreflect-eval: error: cannot reach the Ray cluster at {ray_head}")
+    assert "with RAY_AUTH_MODE=token set here" in line and "Traceback" not in done.stderr
+    assert answers(ray_head)
+
+
 def test_a_running_cluster_is_joined_once_and_left_running(ray_head):
     """`ray_address` names a running cluster: the process joins it once, for both replica sets;
     the settings its replicas need go once, as the job's environment (not each actor's); the
