@@ -301,13 +301,13 @@ def _running(pid: int) -> bool:
 
 
 def _token_hint() -> str:
-    """Why a cluster that answers may still refuse us: since Ray 2.59 a cluster that `ray start`
-    made asks for its token, which a client sends only with RAY_AUTH_MODE=token."""
+    """Why a cluster that answers may still refuse us: one with Ray's token authentication
+    takes a client that sends the token, which it does only with RAY_AUTH_MODE=token."""
     if os.environ.get("RAY_AUTH_MODE") == "token":
         return ""
     return (
-        " (a cluster that asks for a token, as `ray start` makes them from Ray 2.59, is joined "
-        "with RAY_AUTH_MODE=token set here; the token from RAY_AUTH_TOKEN or ~/.ray/auth_token)"
+        " (if it asks for a token, Ray's token authentication: set RAY_AUTH_MODE=token here, "
+        "with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token)"
     )
 
 

@@ -60,7 +60,10 @@ class CompletionsModel(OpenAIModel):
         loaded = _load_tokenizer(tokenizer, kwargs.get("revision"), trust_remote_code)
         super().__init__(model, **kwargs)
         self._tokenizer = loaded
-        self.chat_template: str | None = getattr(loaded, "chat_template", None)
+        # The one that renders: the `default` of named templates (Command-R's, Hermes').
+        self.chat_template = (
+            loaded.get_chat_template() if getattr(loaded, "chat_template", None) else None
+        )
         # The rendering, as the identity (and so the cache key and the record) names it.
         self.prompt_format: dict[str, Any] = {"prompt_format": "plain"}
         if self.chat_template is None:

@@ -127,17 +127,17 @@ class HFModel(LM):
         return ReplicaPlan(bundles=({"CPU": float(max(1, cluster.get("CPU", 1) // replicas))},))
 
     def identity(self) -> dict[str, Any]:
-        template = self.tokenizer.chat_template if self.has_chat_template else None
         return {
             **super().identity(),
             "checkpoint": self.checkpoint_id,
             "dtype": self.dtype,
             "structured_backend": self.structured_backend,
-            **({"chat_template_sha": text_sha256(template)} if template else {}),
+            **(
+                {"chat_template_sha": text_sha256(self.chat_template)} if self.chat_template else {}
+            ),
         }
 
     def resolved(self) -> dict[str, Any]:
-        template = self.tokenizer.chat_template if self.has_chat_template else None
         spread = getattr(self.hf_model, "hf_device_map", None)
         return {
             **super().resolved(),
@@ -146,7 +146,7 @@ class HFModel(LM):
             "attn_implementation": getattr(self.hf_model.config, "_attn_implementation", None),
             "dtype": str(self.hf_model.dtype).removeprefix("torch."),
             "num_parameters": self.hf_model.num_parameters(),
-            **tokenizer_info(self.tokenizer, template, self.context_length),
+            **tokenizer_info(self.tokenizer, self.chat_template, self.context_length),
         }
 
     # --- loading ---
@@ -251,6 +251,7 @@ class HFModel(LM):
 
         self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
+        self.chat_template = self.tokenizer.get_chat_template() if self.has_chat_template else None
         # `model_input` renders the template: outlines' own rendering would be read with 2 BOS.
         self.outlines_model.type_adapter.has_chat_template = False
         self._added_bos = added_bos(self.tokenizer)

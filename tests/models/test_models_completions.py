@@ -163,6 +163,25 @@ def test_a_tokenizers_chat_template_renders_the_prompt(
     assert lm.cache_key(request()) != connect().cache_key(request())
 
 
+def test_named_chat_templates_render_with_the_default_one(
+    server, connect, tiny_model_dir, tmp_path
+):
+    """A tokenizer with several named templates (Command-R, Hermes): the default one renders
+    the prompt and is the one the identity and the record name."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    tokenizer.chat_template = {"default": TEMPLATE, "tool_use": "{{ tools }}"}
+    tokenizer.bos_token = "</s>"
+    tokenizer.save_pretrained(tmp_path / "named")
+    lm = connect(tokenizer=str(tmp_path / "named"))
+    [result] = lm.generate([request()])
+    assert result.ok
+    assert server.requests[0]["body"]["prompt"] == "<|system|>Extract.<|user|>Span.<|assistant|>"
+    assert lm.identity()["chat_template_sha"] == hashlib.sha256(TEMPLATE.encode()).hexdigest()
+    assert lm.resolved()["chat_template"] == TEMPLATE
+
+
 def test_a_tokenizer_without_a_chat_template_gives_the_plain_prompt(
     server, connect, tiny_model_dir
 ):

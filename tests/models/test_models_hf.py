@@ -176,6 +176,25 @@ def test_chat_template_is_applied_once(tiny_model_dir, tmp_path):
         assert rendered == "<|user|>P<|assistant|>"
 
 
+def test_named_chat_templates_use_the_default_one(tiny_model_dir, tmp_path):
+    """A tokenizer may keep several named templates (Command-R, Hermes: `default`, `tool_use`):
+    the default one renders the prompts, is recorded and is in the cache key."""
+    from transformers import AutoTokenizer
+
+    chat_dir = tmp_path / "named"
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    default = "{% for m in messages %}[{{ m['content'] }}]{% endfor %}<|assistant|>"
+    tokenizer.chat_template = {"default": default, "tool_use": "{{ tools }}"}
+    tokenizer.save_pretrained(chat_dir)
+    for name in ("config.json", "model.safetensors", "generation_config.json"):
+        if (tiny_model_dir / name).exists():
+            (chat_dir / name).write_bytes((tiny_model_dir / name).read_bytes())
+    with load_model(spec(chat_dir)) as lm:
+        assert lm.model_input(GenerationRequest(prompt="P")) == "[P]<|assistant|>"
+        assert lm.identity()["chat_template_sha"] == text_sha256(default)
+        assert lm.resolved()["chat_template"] == default
+
+
 def test_a_chat_model_reads_one_bos(tiny_model_dir, tmp_path, monkeypatch):
     """A template that writes the BOS and a tokenizer that adds one when it encodes (Gemma,
     Llama 3): the model reads the BOS once, as vLLM's chat gives it (outlines would encode the

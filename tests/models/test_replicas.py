@@ -4,9 +4,11 @@ those of one model, sooner."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -15,6 +17,8 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import yaml
@@ -558,9 +562,10 @@ def test_one_local_ray_per_process_started_early_and_reused():
     assert not answers(found["clusters"][0])  # and it is gone
 
 
-@pytest.fixture
-def ray_head():
-    """A Ray cluster of its own (`ray start --head --block`), as a user starts one; its address."""
+@contextlib.contextmanager
+def running_head(**env: str) -> Iterator[str]:
+    """A Ray cluster of its own (`ray start --head --block`), as a user starts one, with `env`
+    added to its environment; its address."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -570,7 +575,7 @@ def ray_head():
         [ray_cli, "start", "--head", "--block", f"--port={port}", "--num-cpus=2"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
-        env={**os.environ, "PYTHONPATH": str(TESTS), "RAY_TMPDIR": temp},
+        env={**os.environ, "PYTHONPATH": str(TESTS), "RAY_TMPDIR": temp, **env},
         start_new_session=True,
     )
     address = f"127.0.0.1:{port}"
@@ -589,27 +594,42 @@ def ray_head():
         shutil.rmtree(temp, ignore_errors=True)
 
 
-@pytest.mark.slow  # Ray retries for about 15 s; and Ray asks for tokens from 2.59 (the floor: 2.40)
-def test_a_cluster_that_asks_for_a_token_is_one_line_saying_how_to_send_it(ray_head, tmp_path):
-    """Ray 2.59+ `ray start` clusters ask for a token, which a client sends only with
-    RAY_AUTH_MODE=token: without it the join fails, and the line says how to send it."""
-    args = f"responses=support.replica_responders:slow,data_parallel_size=2,ray_address={ray_head}"
+@pytest.fixture
+def ray_head() -> Iterator[str]:
+    with running_head() as address:
+        yield address
+
+
+@pytest.mark.slow  # Ray retries for about 15 s; and its token authentication is from 2.52
+def test_a_cluster_that_asks_for_a_token_is_one_line_saying_how_to_send_it(tmp_path):
+    """A cluster with Ray's token authentication (RAY_AUTH_MODE=token where it started) is
+    joined only by a client with RAY_AUTH_MODE=token: without it the join fails, and the line
+    says how to send the token (and does not print one)."""
+    token = secrets.token_hex(32)
+    with running_head(RAY_AUTH_MODE="token", RAY_AUTH_TOKEN=token) as address:
+        done = _extract_joining(address, tmp_path)
+        assert answers(address)
+    assert done.returncode == 1, done.stderr[-3000:]
+    line = done.stderr.strip().splitlines()[-1]
+    assert line.startswith(f"finreflect-eval: error: cannot reach the Ray cluster at {address}")
+    assert "set RAY_AUTH_MODE=token here" in line and "Traceback" not in done.stderr
+    assert token not in done.stderr + done.stdout
+
+
+def _extract_joining(address: str, tmp_path: Path) -> subprocess.CompletedProcess:
+    """`extract` with two replicas on the cluster at `address`, without RAY_AUTH_MODE."""
+    args = f"responses=support.replica_responders:slow,data_parallel_size=2,ray_address={address}"
     environment = {**os.environ, "PYTHONPATH": str(TESTS), "HF_HUB_OFFLINE": "1"}
     environment.pop("RAY_AUTH_MODE", None)
     command = ["extract", "--model", "c", "--backend", "scripted", "--model-args", args]
     command += ["--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "1"]
-    done = subprocess.run(
+    return subprocess.run(
         [sys.executable, "-m", "finreflect_eval", *command, "--output-path", str(tmp_path / "o")],
         capture_output=True,
         text=True,
         timeout=300,
         env=environment,
     )
-    assert done.returncode == 1, done.stderr[-3000:]
-    line = done.stderr.strip().splitlines()[-1]
-    assert line.startswith(f"finreflect-eval: error: cannot reach the Ray cluster at {ray_head}")
-    assert "with RAY_AUTH_MODE=token set here" in line and "Traceback" not in done.stderr
-    assert answers(ray_head)
 
 
 def test_a_running_cluster_is_joined_once_and_left_running(ray_head):
