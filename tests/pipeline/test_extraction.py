@@ -3,8 +3,8 @@
 import json
 
 import pytest
+from support.runs import multi_pass_with_normalizer
 
-from finreflect_eval._util.resources import tasks_dir
 from finreflect_eval.data import load_benchmark
 from finreflect_eval.models import ModelSpec
 from finreflect_eval.models.scripted import ScriptedModel
@@ -135,15 +135,7 @@ def test_failed_extraction_is_kept_with_zero_triples(sample):
 def test_multi_pass_calls_the_second_model(tmp_path):
     normalizer_outputs = tmp_path / "normalizer.json"
     normalizer_outputs.write_text(json.dumps([triples("Normalised")]))
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "mp.yaml").write_text(
-        f"include: {tasks_dir() / 'finreflect' / 'finreflect_multi_pass.yaml'}\n"
-        "task: mp_two_models\n"
-        "normalizer_model:\n"
-        "  model: normalizer\n"
-        "  backend: scripted\n"
-        f"  model_args: {{responses: {normalizer_outputs}}}\n"
-    )
+    tasks = multi_pass_with_normalizer(tmp_path, "normalizer", normalizer_outputs)
     candidate_outputs = tmp_path / "candidate.json"
     candidate_outputs.write_text(json.dumps([triples("Mac")]))
     config = RunConfig(
@@ -152,7 +144,7 @@ def test_multi_pass_calls_the_second_model(tmp_path):
         dataset="sample",
         limit=2,
         output_path=tmp_path / "out",
-        include_paths=[tmp_path / "tasks"],
+        include_paths=[tasks],
     )
     out = extract(config).folder
     (samples,) = out.glob("samples_mp_two_models_*.jsonl")

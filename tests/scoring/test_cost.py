@@ -8,7 +8,7 @@ import sys
 
 import pytest
 import yaml
-from support.runs import TRIPLES, candidate_file
+from support.runs import TRIPLES, candidate_file, multi_pass_with_normalizer
 from support.scripted_judges import accepts_all, gold_labels, rejects_all
 
 from finreflect_eval import simple_evaluate
@@ -258,26 +258,17 @@ def test_a_normaliser_of_its_own_is_its_own_stage_at_its_own_prices(tmp_path):
     from finreflect_eval.pipeline.evaluator import evaluate
     from finreflect_eval.pipeline.judging import Panel
     from finreflect_eval.pipeline.run_config import RunConfig
-    from finreflect_eval.tasks.config import tasks_dir
 
     normaliser = tmp_path / "normalizer.json"
     normaliser.write_text(json.dumps([json.dumps(TRIPLES)]))
-    (tmp_path / "tasks").mkdir()
-    (tmp_path / "tasks" / "mp.yaml").write_text(
-        f"include: {tasks_dir() / 'finreflect' / 'finreflect_multi_pass.yaml'}\n"
-        "task: mp_two_models\n"
-        "normalizer_model:\n"
-        "  model: norm-model\n"
-        "  backend: scripted\n"
-        f"  model_args: {{responses: {normaliser}}}\n"
-    )
+    tasks = multi_pass_with_normalizer(tmp_path, "norm-model", normaliser)
     config = RunConfig(
         model=ScriptedModel("cand", responses=[json.dumps(TRIPLES)]),
         tasks=["mp_two_models"],
         dataset="sample",
         limit=2,
         output_path=tmp_path / "out",
-        include_paths=[tmp_path / "tasks"],
+        include_paths=[tasks],
         bootstrap_iters=0,
         prices=Prices.parse({"models": {"cand": {"input": 1.0}, "judge-a": {"input": 1.0}}}),
     )

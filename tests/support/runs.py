@@ -111,3 +111,21 @@ def audit_with(folder: Path, responder: str, limit: int = 3):
     panel = load_panel(panel_file(folder, responder))
     task = TaskIndex().tasks["finreflect_single_pass"]
     return run_audit(panel, task, load_benchmark("sample", limit=limit), limit=limit)
+
+
+def multi_pass_with_normalizer(folder: Path, model: str, responses: Path) -> Path:
+    """A task folder under `folder` with `mp_two_models`: the bundled multi-pass task whose
+    `normalizer_model` is the scripted `model`, answering from the `responses` file."""
+    from finreflect_eval._util.resources import tasks_dir
+
+    tasks = folder / "tasks"
+    tasks.mkdir()
+    (tasks / "mp.yaml").write_text(
+        f"include: {tasks_dir() / 'finreflect' / 'finreflect_multi_pass.yaml'}\n"
+        "task: mp_two_models\n"
+        "normalizer_model:\n"
+        f"  model: {model}\n"
+        "  backend: scripted\n"
+        f"  model_args: {{responses: {responses}}}\n"
+    )
+    return tasks
