@@ -22,7 +22,7 @@ from pydantic import Field
 from tqdm.auto import tqdm
 
 from finreflect_eval._util import progress
-from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._requests import (
@@ -86,9 +86,28 @@ def hub_commit(model: str, revision: str | None = None) -> str | None:
 
 def render_chat_template(tokenizer: Any, request: GenerationRequest) -> str:
     """The request's messages (a bare prompt as one user turn) as the tokenizer's chat template
-    writes them, up to the assistant's turn."""
+    writes them, up to the assistant's turn. A template that refuses a system turn (Gemma 2's)
+    gets the system text at the start of the first user turn, as Gemma 3's template puts it."""
+    from jinja2 import TemplateError
+
     messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
-    return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    try:
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    except TemplateError as exc:
+        refused = exc
+    if len(messages) > 1 and messages[0]["role"] == "system" and messages[1]["role"] == "user":
+        system, user, *rest = messages
+        merged = {"role": "user", "content": f"{system['content']}\n\n{user['content']}"}
+        try:
+            return tokenizer.apply_chat_template(
+                [merged, *rest], tokenize=False, add_generation_prompt=True
+            )
+        except TemplateError:
+            pass
+    raise FinReflectError(
+        f"the chat template of {getattr(tokenizer, 'name_or_path', 'the tokenizer')} refuses the "
+        f"prompt: {first_line(refused)}"
+    )
 
 
 def added_bos(tokenizer: Any) -> str:

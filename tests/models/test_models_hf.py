@@ -176,6 +176,40 @@ def test_chat_template_is_applied_once(tiny_model_dir, tmp_path):
         assert rendered == "<|user|>P<|assistant|>"
 
 
+def test_a_template_without_a_system_role_gets_it_in_the_first_user_turn(tiny_model_dir, tmp_path):
+    """Gemma 2's template refuses a system turn: its text starts the first user turn instead
+    (as Gemma 3's template puts it); a template that refuses every prompt is one line."""
+    from transformers import AutoTokenizer
+
+    templates = {
+        "no-system": (
+            "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+            "supported') }}{% endif %}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}"
+            "{% endfor %}<|assistant|>"
+        ),
+        "refuses": "{{ raise_exception('Conversation roles must alternate') }}",
+    }
+    folders = {}
+    for name, template in templates.items():
+        tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+        tokenizer.chat_template = template
+        tokenizer.save_pretrained(tmp_path / name)
+        for file in ("config.json", "model.safetensors", "generation_config.json"):
+            if (tiny_model_dir / file).exists():
+                (tmp_path / name / file).write_bytes((tiny_model_dir / file).read_bytes())
+        folders[name] = tmp_path / name
+    chat = GenerationRequest.chat(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], schema=TRIPLES
+    )
+    with load_model(spec(folders["no-system"])) as lm:
+        assert lm.model_input(chat) == "<|user|>S\n\nU<|assistant|>"
+        assert lm.model_input(GenerationRequest(prompt="P")) == "<|user|>P<|assistant|>"
+    with load_model(spec(folders["refuses"])) as lm:
+        message = f"the chat template of {folders['refuses']} refuses the prompt: TemplateError: "
+        with pytest.raises(FinReflectError, match=re.escape(message) + "Conversation roles"):
+            lm.generate([chat])
+
+
 def test_named_chat_templates_use_the_default_one(tiny_model_dir, tmp_path):
     """A tokenizer may keep several named templates (Command-R, Hermes: `default`, `tool_use`):
     the default one renders the prompts, is recorded and is in the cache key."""
