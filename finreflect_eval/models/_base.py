@@ -30,6 +30,7 @@ from finreflect_eval.models._requests import (
     GenerationRequest,
     GenerationResult,
     JsonSchema,
+    Message,
     validate_output,
 )
 
@@ -84,30 +85,59 @@ def hub_commit(model: str, revision: str | None = None) -> str | None:
     return Path(path).parent.name if isinstance(path, str) else None
 
 
-def render_chat_template(tokenizer: Any, request: GenerationRequest) -> str:
-    """The request's messages (a bare prompt as one user turn) as the tokenizer's chat template
-    writes them, up to the assistant's turn. A template that refuses a system turn (Gemma 2's)
-    gets the system text at the start of the first user turn, as Gemma 3's template puts it."""
-    from jinja2 import TemplateError
+SYSTEM_FIRST = ["system", "user"]
 
-    messages = list(request.messages) or [{"role": "user", "content": request.prompt}]
-    try:
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
-    except TemplateError as exc:
-        refused = exc
-    if len(messages) > 1 and messages[0]["role"] == "system" and messages[1]["role"] == "user":
+
+def chat_messages(request: GenerationRequest, fold_system: bool = False) -> list[Message]:
+    """The request's messages (a bare prompt as one user turn). With `fold_system` (a template
+    that refuses a system turn, as Gemma 2's does), a leading system turn's text starts the first
+    user turn instead, where Gemma 3's template puts it."""
+    if not request.messages:
+        return [{"role": "user", "content": request.plain_prompt()}]
+    messages = list(request.messages)
+    if fold_system and len(messages) > 1 and [m["role"] for m in messages[:2]] == SYSTEM_FIRST:
         system, user, *rest = messages
-        merged = {"role": "user", "content": f"{system['content']}\n\n{user['content']}"}
+        return [{"role": "user", "content": f"{system['content']}\n\n{user['content']}"}, *rest]
+    return messages
+
+
+class ChatTemplate:
+    """A tokenizer's chat template as every backend applies it: the `default` one of named
+    templates (Command-R's, Hermes'), and where it refuses a system turn (Gemma 2's), the system
+    text at the start of the first user turn. A template that refuses a prompt is one line."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        from jinja2 import TemplateError
+
+        self.tokenizer = tokenizer
+        self.text: str = tokenizer.get_chat_template()
+        probe = [{"role": role, "content": "x"} for role in SYSTEM_FIRST]
         try:
-            return tokenizer.apply_chat_template(
-                [merged, *rest], tokenize=False, add_generation_prompt=True
-            )
+            tokenizer.apply_chat_template(probe, tokenize=False, add_generation_prompt=True)
+            self.fold_system = False
         except TemplateError:
-            pass
-    raise FinReflectError(
-        f"the chat template of {getattr(tokenizer, 'name_or_path', 'the tokenizer')} refuses the "
-        f"prompt: {first_line(refused)}"
-    )
+            self.fold_system = True
+
+    def identity(self) -> dict[str, str]:
+        """What of the template changes the outputs, for a model's identity (the cache key)."""
+        return {"chat_template_sha": text_sha256(self.text)}
+
+    def messages(self, request: GenerationRequest) -> list[Message]:
+        return chat_messages(request, self.fold_system)
+
+    def render(self, request: GenerationRequest) -> str:
+        """The request up to the assistant's turn, as text."""
+        from jinja2 import TemplateError
+
+        try:
+            return self.tokenizer.apply_chat_template(
+                self.messages(request), tokenize=False, add_generation_prompt=True
+            )
+        except TemplateError as exc:
+            name = getattr(self.tokenizer, "name_or_path", "the tokenizer")
+            raise FinReflectError(
+                f"the chat template of {name} refuses the prompt: {first_line(exc)}"
+            ) from None
 
 
 def added_bos(tokenizer: Any) -> str:

@@ -9,9 +9,11 @@ import logging
 from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import render_chat_template, tokenizer_info
+from finreflect_eval.models._base import (
+    ChatTemplate,
+    tokenizer_info,
+)
 from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
 from finreflect_eval.models.openai import OpenAIModel
 
@@ -60,10 +62,8 @@ class CompletionsModel(OpenAIModel):
         loaded = _load_tokenizer(tokenizer, kwargs.get("revision"), trust_remote_code)
         super().__init__(model, **kwargs)
         self._tokenizer = loaded
-        # The one that renders: the `default` of named templates (Command-R's, Hermes').
-        self.chat_template = (
-            loaded.get_chat_template() if getattr(loaded, "chat_template", None) else None
-        )
+        has_template = getattr(loaded, "chat_template", None) is not None
+        self.chat_template = ChatTemplate(loaded) if has_template else None
         # The rendering, as the identity (and so the cache key and the record) names it.
         self.prompt_format: dict[str, Any] = {"prompt_format": "plain"}
         if self.chat_template is None:
@@ -76,7 +76,7 @@ class CompletionsModel(OpenAIModel):
             self.prompt_format = {
                 "prompt_format": "chat_template",
                 "tokenizer": tokenizer,
-                "chat_template_sha": text_sha256(self.chat_template),
+                **self.chat_template.identity(),
             }
 
     def identity(self) -> dict[str, Any]:
@@ -85,13 +85,14 @@ class CompletionsModel(OpenAIModel):
     def resolved(self) -> dict[str, Any]:
         if self._tokenizer is None:
             return super().resolved()
-        return {**super().resolved(), **tokenizer_info(self._tokenizer, self.chat_template, None)}
+        template = self.chat_template and self.chat_template.text
+        return {**super().resolved(), **tokenizer_info(self._tokenizer, template, None)}
 
     def render(self, request: GenerationRequest) -> str:
         """The one prompt string the request becomes (see the class docstring)."""
         if self.chat_template is None:
             return request.plain_prompt()
-        text = render_chat_template(self._tokenizer, request)
+        text = self.chat_template.render(request)
         bos = self._tokenizer.bos_token
         return text.removeprefix(bos) if bos else text
 

@@ -14,16 +14,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import cache_root, install_hint
 from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     AtLeastZero,
+    ChatTemplate,
     ReplicaPlan,
     added_bos,
     hub_commit,
-    render_chat_template,
     tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
@@ -132,12 +131,11 @@ class HFModel(LM):
             "checkpoint": self.checkpoint_id,
             "dtype": self.dtype,
             "structured_backend": self.structured_backend,
-            **(
-                {"chat_template_sha": text_sha256(self.chat_template)} if self.chat_template else {}
-            ),
+            **(self.chat_template.identity() if self.chat_template else {}),
         }
 
     def resolved(self) -> dict[str, Any]:
+        template = self.chat_template
         spread = getattr(self.hf_model, "hf_device_map", None)
         return {
             **super().resolved(),
@@ -146,7 +144,7 @@ class HFModel(LM):
             "attn_implementation": getattr(self.hf_model.config, "_attn_implementation", None),
             "dtype": str(self.hf_model.dtype).removeprefix("torch."),
             "num_parameters": self.hf_model.num_parameters(),
-            **tokenizer_info(self.tokenizer, self.chat_template, self.context_length),
+            **tokenizer_info(self.tokenizer, template and template.text, self.context_length),
         }
 
     # --- loading ---
@@ -251,7 +249,7 @@ class HFModel(LM):
 
         self.outlines_model = outlines.from_transformers(self.hf_model, self.tokenizer)
         self.has_chat_template = self.outlines_model.type_adapter.has_chat_template
-        self.chat_template = self.tokenizer.get_chat_template() if self.has_chat_template else None
+        self.chat_template = ChatTemplate(self.tokenizer) if self.has_chat_template else None
         # `model_input` renders the template: outlines' own rendering would be read with 2 BOS.
         self.outlines_model.type_adapter.has_chat_template = False
         self._added_bos = added_bos(self.tokenizer)
@@ -302,9 +300,9 @@ class HFModel(LM):
     def model_input(self, request: GenerationRequest) -> str:
         """The prompt outlines gets: a chat model's request through its template (a BOS the
         template writes is left to the tokenizer, which adds one), else the plain prompt."""
-        if not self.has_chat_template:
+        if self.chat_template is None:
             return request.plain_prompt()
-        return render_chat_template(self.tokenizer, request).removeprefix(self._added_bos)
+        return self.chat_template.render(request).removeprefix(self._added_bos)
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         # Requests that share a schema and sampling parameters run as one batch.

@@ -17,7 +17,9 @@ from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     AtLeastZero,
+    ChatTemplate,
     ReplicaPlan,
+    chat_messages,
     hub_commit,
     tokenizer_info,
 )
@@ -152,9 +154,10 @@ class VLLMModel(LM):
             structured_outputs_config=structured_outputs,
             **optional,
         )
-        if chat is None:
-            chat = getattr(self.llm.get_tokenizer(), "chat_template", None) is not None
-        self.chat = chat
+        tokenizer = self.llm.get_tokenizer()
+        has_template = getattr(tokenizer, "chat_template", None) is not None
+        self.chat = chat = has_template if chat is None else chat
+        self.chat_template = ChatTemplate(tokenizer) if chat and has_template else None
         self.commit = hub_commit(model, revision)
         self.devices = tensor_parallel_size * pipeline_parallel_size
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
@@ -190,19 +193,25 @@ class VLLMModel(LM):
             "structured_backend": self.structured_backend,
             "enable_thinking": self.enable_thinking,
             "chat": self.chat,
+            **(self.chat_template.identity() if self.chat_template else {}),
         }
 
     def resolved(self) -> dict[str, Any]:
-        tokenizer = self.llm.get_tokenizer()
+        tokenizer, template = self.llm.get_tokenizer(), self.chat_template
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         dtype = getattr(model_config, "dtype", None)
-        template = getattr(tokenizer, "chat_template", None) if self.chat else None
         return {
             **super().resolved(),
             "device": _device_type(),
             "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
-            **tokenizer_info(tokenizer, template, self.context_length),
+            **tokenizer_info(tokenizer, template and template.text, self.context_length),
         }
+
+    def _messages(self, request: GenerationRequest) -> list[Message]:
+        """What a chat model's template gets (`chat=True` without a template: vLLM's default)."""
+        if self.chat_template is None:
+            return chat_messages(request)
+        return self.chat_template.messages(request)
 
     def prompt_length(self, request: GenerationRequest) -> int:
         tokenizer = self.llm.get_tokenizer()
@@ -212,7 +221,10 @@ class VLLMModel(LM):
         if self.enable_thinking is not None:
             template_kwargs["enable_thinking"] = self.enable_thinking
         ids = tokenizer.apply_chat_template(
-            _conversation(request), tokenize=True, add_generation_prompt=True, **template_kwargs
+            self._messages(request),
+            tokenize=True,
+            add_generation_prompt=True,
+            **template_kwargs,
         )
         # transformers 5 returns a mapping (return_dict=True by default); 4.x a list of ids.
         return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
@@ -225,7 +237,7 @@ class VLLMModel(LM):
             if self.enable_thinking is not None:
                 template_kwargs["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
             outputs = self.llm.chat(
-                [_conversation(request) for request in requests],
+                [self._messages(request) for request in requests],
                 sampling_params=params,
                 use_tqdm=False,  # LM.generate shows the progress
                 **template_kwargs,
@@ -282,10 +294,3 @@ def _device_type() -> str | None:
     except ImportError:
         return None
     return getattr(current_platform, "device_type", None) or None
-
-
-def _conversation(request: GenerationRequest) -> list[Message]:
-    """Chat messages for a chat model: a bare prompt becomes one user turn."""
-    if request.messages:
-        return list(request.messages)
-    return [{"role": "user", "content": request.plain_prompt()}]

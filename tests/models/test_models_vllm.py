@@ -300,6 +300,24 @@ def test_chat_model_batch(engineless, enable_thinking):
     assert all(r.completion_tokens == 3 for r in results)
 
 
+def test_a_template_without_a_system_role_gets_it_in_the_first_user_turn(engineless, monkeypatch):
+    """Gemma 2's template refuses a system turn: `chat` gets its text at the start of the first
+    user turn, and the context check renders the same messages."""
+    refuses = (
+        "{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not supported') }}"
+        "{% endif %}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}{% endfor %}"
+    )
+    monkeypatch.setattr(engineless, "chat_template", refuses)
+    lm = VLLMModel("m-gemma2")
+    chat = GenerationRequest.chat(
+        [{"role": "system", "content": "S"}, {"role": "user", "content": "U"}], schema=SCHEMA
+    )
+    [result] = lm.generate([chat])
+    [(method, conversations, _, _)] = lm.llm.calls
+    assert (method, conversations) == ("chat", [[{"role": "user", "content": "S\n\nU"}]])
+    assert result.ok and lm.prompt_length(chat) > 0
+
+
 def test_base_model_gets_plain_prompts(engineless, monkeypatch):
     monkeypatch.setattr(engineless, "chat_template", None)
     lm = VLLMModel("m-base")
