@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 
 from finreflect_eval.data import span_list
+from finreflect_eval.records import SampleRecord
+from finreflect_eval.records.samples import fill
 from finreflect_eval.runs.store import SCORE_INDEX, RunStore
 
 # The tests' tiny model and llama-server helpers.
@@ -262,9 +264,11 @@ def synthetic_run(
         span_ids = []
         with (target / samples.name).open("w") as out:
             for index in range(spans):
-                line = synthetic_record(record, index, rng, split_share)
-                span_ids.append(line["span_id"])
-                out.write(json.dumps(line) + "\n")
+                made = synthetic_record(record, index, rng, split_share)
+                line = SampleRecord.model_validate(made)
+                fill(line)  # its per-sample metrics and hashes, as the judge stage leaves them
+                span_ids.append(line.span_id)
+                out.write(line.model_dump_json() + "\n")
         manifest["tasks"][task]["span_list"] = span_list(span_ids)  # as the run's manifest says
         manifest["tasks"][task]["dataset"]["size"] = spans
     manifest["dataset"]["size"] = spans

@@ -1,7 +1,8 @@
 """What a submission's samples and people's labels must hold before any number is recomputed
 from them: every task covers the same spans, each once, and all of them; each item has one valid
-vote from each panel judge; each sample's derived fields follow from its others; and each
-person's label is of this run, of a span it has, made on that span's very text."""
+vote from each panel judge; each sample holds together (its votes are what its judge calls
+answered, its derived fields follow from its others); and each person's label is of this run,
+of a span it has, made on that span's very text."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from finreflect_eval.leaderboard.registry import RegisteredDataset
 from finreflect_eval.pipeline.cascade import UNGROUNDED_VOTE, grounded_triples
 from finreflect_eval.protocol.criteria import CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.records import DatasetInfo, HumanLabel, Manifest, SampleRecord, Submission
-from finreflect_eval.records.lm_eval import first_mismatch
+from finreflect_eval.runs.consistency import sample_problem
 from finreflect_eval.scoring.failures import FailurePolicy
 from finreflect_eval.scoring.label_checks import label_problems as checked_labels
 from finreflect_eval.scoring.span_facts import SpanFacts
@@ -142,18 +143,17 @@ def vote_problems(
 
 
 def derived_problems(records: dict[str, list[SampleRecord]]) -> list[str]:
-    """Each sample's lm-eval hashes and per-sample metrics are what its other fields give, so
-    that the task hashes recomputed from them are of the samples submitted (the first such
-    sample of each task)."""
+    """Each sample holds together as `load`, `score`, `view` and `review` require it
+    (`runs.consistency.sample_problem`): its votes are what its judge calls answered, and its
+    lm-eval hashes and per-sample metrics are what its other fields give, so that the task
+    hashes recomputed from them are of the samples submitted (the first such sample of each
+    task)."""
     problems = []
     for task, rows in records.items():
         for record in rows:
-            field = first_mismatch(record)
-            if field:
-                problems.append(
-                    f"task {task}, span {record.span_id}: {field} is not what the sample's "
-                    "other fields give (edited samples?)"
-                )
+            problem = sample_problem(record)
+            if problem:
+                problems.append(f"task {task}, span {record.span_id}: {problem}")
                 break
     return problems
 

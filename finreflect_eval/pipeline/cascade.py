@@ -10,15 +10,7 @@ from typing import Any
 from finreflect_eval.graph.grounding import ground_spans
 from finreflect_eval.protocol.criteria import TRIPLE_CRITERIA
 from finreflect_eval.records import SampleRecord, Vote
-
-# A triple stating a number, amount or date its span does not hold, under the grounding cascade
-# (`--skip-judging-ungrounded`): 0 on every triple criterion by rule, never sent to a judge.
-UNGROUNDED_VOTE = Vote(
-    verdict=0,
-    reasoning="A number, amount or date it states is not in the span.",
-    warning="ungrounded",
-    synthetic=True,
-)
+from finreflect_eval.records.samples import UNGROUNDED_VOTE  # an ungrounded triple's, by rule
 
 
 def grounded_triples(record: SampleRecord) -> list[int]:

@@ -45,7 +45,7 @@ from finreflect_eval.pipeline.cascade import grounded_triples, spread_votes, unj
 from finreflect_eval.pipeline.extraction import model_call
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
 from finreflect_eval.records import JudgeMember, Judging, PlainName, SampleRecord, Vote
-from finreflect_eval.records.samples import fill
+from finreflect_eval.records.samples import FAILED_CALL_VOTE, NO_TRIPLES_VOTE, answer_votes, fill
 from finreflect_eval.runs.store import Run
 from finreflect_eval.tasks.config import GenerationKwargs, Task
 
@@ -306,16 +306,8 @@ def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[V
     """One vote per item; a failed call is an abstention on each of its items."""
     if not result.ok:
         items = n_triples if criterion in TRIPLE_CRITERIA else 1
-        return [Vote(verdict=None, warning="judge call failed") for _ in range(items)]
-    if criterion in TRIPLE_CRITERIA:
-        return [Vote(**item) for item in result.parsed["verdicts"]]
-    return [Vote(**result.parsed)]
-
-
-# A span without triples covers none of its facts: "poor" by the decision rule, without a call.
-NO_TRIPLES_VOTE = Vote(
-    verdict="poor", reasoning="No triples were extracted.", warning="no triples", synthetic=True
-)
+        return [FAILED_CALL_VOTE] * items
+    return answer_votes(criterion, result.parsed)
 
 
 def run_judges(

@@ -14,7 +14,7 @@ from pydantic import (
 )
 
 from finreflect_eval._util.hashing import text_sha256 as hash_string  # lm-eval's name
-from finreflect_eval.protocol.criteria import CriterionName
+from finreflect_eval.protocol.criteria import TRIPLE_CRITERIA, CriterionName
 from finreflect_eval.protocol.modes import ModeName
 from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.records.base import (
@@ -87,6 +87,36 @@ class Vote(Record):
 
 
 Votes = dict[str, dict[str, list[Vote]]]  # criterion -> judge -> one vote per item
+
+# The votes no judge answered. By rule (`synthetic`): a span without triples covers none of its
+# facts, `poor` on comprehensiveness without a call; under the grounding cascade
+# (`--skip-judging-ungrounded`), a triple stating a number, amount or date its span does not
+# hold scores 0 on every triple criterion, never sent to a judge. A judge call that failed (in
+# transport, or without a valid output after its retries) is an abstention on each of its items.
+NO_TRIPLES_VOTE = Vote(
+    verdict="poor", reasoning="No triples were extracted.", warning="no triples", synthetic=True
+)
+UNGROUNDED_VOTE = Vote(
+    verdict=0,
+    reasoning="A number, amount or date it states is not in the span.",
+    warning="ungrounded",
+    synthetic=True,
+)
+FAILED_CALL_VOTE = Vote(verdict=None, warning="judge call failed")
+
+
+def answer_fields(criterion: str, answer: Any) -> list[dict[str, Any]]:
+    """A judge's valid answer (its output as parsed JSON) as the fields of its votes, one per
+    item it was asked about (`{"verdicts": [...]}` for a triple criterion, one verdict for a
+    span's), each the judge's own (not `synthetic`). The judge stage votes with them
+    (`answer_votes`), and a run's checks compare each vote's fields with its call's."""
+    items = answer["verdicts"] if criterion in TRIPLE_CRITERIA else [answer]
+    return [{**item, "synthetic": False} for item in items]
+
+
+def answer_votes(criterion: str, answer: Any) -> list[Vote]:
+    """A judge's valid answer as its votes (`answer_fields`)."""
+    return [Vote(**fields) for fields in answer_fields(criterion, answer)]
 
 
 class SampleMetrics(Record):
@@ -209,18 +239,39 @@ def item_scores(votes: Mapping[str, Sequence[Vote]]) -> list[float | None]:
     """A panel's score of each item of one criterion (`votes`: judge -> one vote per item): the
     label its majority rule takes as a number, None where it is unscored. Scoring's own rule
     (`metrics.Outcomes`, all items at once): a judge without a vote on an item is absent."""
+    return panel_item_scores({"": votes})[""]
+
+
+def panel_item_scores(
+    by_criterion: Mapping[str, Mapping[str, Sequence[Vote]]],
+) -> dict[str, list[float | None]]:
+    """`item_scores` of each criterion of a panel's votes, decided all at once (the rule decides
+    each item by its own votes: one matrix of every criterion's items, a judge absent from a
+    criterion absent from its items)."""
     # Imported here: numpy, which the records' light readers do without.
     import numpy as np
 
     from finreflect_eval.stats import metrics
 
-    n_items = max((len(cast) for cast in votes.values()), default=0)
-    codes = np.full((n_items, len(votes)), metrics.ABSENT, dtype=np.int8)
-    for column, cast in enumerate(votes.values()):
-        codes[: len(cast), column] = [metrics.vote_code(vote.verdict) for vote in cast]
-    outcome = metrics.Outcomes.of(codes, np.full(n_items, len(votes)))
-    scored = outcome.scored.tolist()
-    return [s if ok else None for s, ok in zip(outcome.score.tolist(), scored, strict=True)]
+    blocks = [
+        (criterion, max((len(cast) for cast in votes.values()), default=0), list(votes.values()))
+        for criterion, votes in by_criterion.items()
+    ]
+    rows = sum(n_items for _, n_items, _ in blocks)
+    codes = np.full((rows, max((len(c) for *_, c in blocks), default=0)), metrics.ABSENT, np.int8)
+    n_votes, start = np.zeros(rows, dtype=np.int64), 0
+    for _, n_items, casts in blocks:
+        for column, cast in enumerate(casts):
+            codes[start : start + len(cast), column] = [metrics.vote_code(v.verdict) for v in cast]
+        n_votes[start : start + n_items] = len(casts)
+        start += n_items
+    outcome = metrics.Outcomes.of(codes, n_votes)
+    pairs = zip(outcome.score.tolist(), outcome.scored.tolist(), strict=True)
+    taken = [score if ok else None for score, ok in pairs]
+    scores, start = {}, 0
+    for criterion, n_items, _ in blocks:
+        scores[criterion], start = taken[start : start + n_items], start + n_items
+    return scores
 
 
 def fill(record: SampleRecord) -> None:
@@ -240,7 +291,7 @@ def fill(record: SampleRecord) -> None:
             "triples_per_span": len(record.triples),
             "check_rules": [int(all(checks.values())) for checks in record.rule_checks],
             "panels": {
-                panel: {criterion: item_scores(cast) for criterion, cast in by_criterion.items()}
+                panel: panel_item_scores(by_criterion)
                 for panel, by_criterion in record.votes.items()
             },
         }

@@ -31,7 +31,7 @@ from finreflect_eval.records import (
     read_json,
     read_lines,
 )
-from finreflect_eval.runs.consistency import check_spans
+from finreflect_eval.runs.consistency import check_samples, check_spans
 from finreflect_eval.scoring.graph import task_graph
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
@@ -206,8 +206,9 @@ class RunStore:
     # reading
 
     def load(self, run: str | None = None, *, for_scoring: bool = False) -> Run:
-        """A run of this folder by id, or its newest one. `for_scoring`: each task whose
-        samples have a whole score index is read from it instead (into `Run.span_facts` and
+        """A run of this folder by id, or its newest one; each sample read is refused unless
+        it holds together (`consistency.sample_problem`). `for_scoring`: each task whose samples
+        have a whole score index is read from it instead (into `Run.span_facts` and
         `Run.votes`: see `score_index`)."""
         path = (
             self.manifest_path(run) if run else not_a_link(newest(self.folder, "manifest_*.json"))
@@ -230,7 +231,8 @@ class RunStore:
                     judges = [member.name for member in manifest.judging[panel].judges]
                     loaded.votes.setdefault(panel, {})[task] = VoteTable.read(votes, judges)
             else:
-                records = read_lines(SampleRecord, samples)
+                # Each sample as the run wrote it (a whole score index was made of such).
+                records = check_samples(samples, task, read_lines(SampleRecord, samples))
                 loaded.records[task] = sorted(records, key=lambda r: r.doc_id)
             check_spans(manifest, samples, task, *loaded.span_ids(task))
         return loaded

@@ -12,7 +12,7 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord, Submission, read
 from finreflect_eval.records.reading import parse
-from finreflect_eval.runs.consistency import check_results, check_spans
+from finreflect_eval.runs.consistency import check_results, check_samples, check_spans
 from finreflect_eval.runs.store import RunStore, newest, not_a_link
 
 
@@ -63,7 +63,7 @@ class ViewRun:
         return cls(
             submission.manifest,
             submission.results,
-            lambda task: iter(samples.get(task, [])),
+            lambda task: check_samples(where, task, samples.get(task, [])),
             where,
             submission.human_labels,
         )
@@ -124,11 +124,12 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
     check_results(results_path, results, manifest, {})
 
     def records(task: str) -> Iterator[SampleRecord]:
-        """The task's records; once all are read, they must be the spans the manifest lists
-        and the results scored (a report never shows samples beside other samples' scores)."""
+        """The task's records, each holding together (`check_samples`); once all are read,
+        they must be the spans the manifest lists and the results scored (a report never shows
+        samples beside other samples' scores)."""
         path = store.samples_path(manifest, task)
         doc_ids, span_ids = [], []
-        for record in _read_records(path):
+        for record in check_samples(path, task, _read_records(path)):
             doc_ids.append(record.doc_id)
             span_ids.append(record.span_id)
             yield record

@@ -1,31 +1,26 @@
 """A panel whose votes leave α undefined on one criterion still scores: the results hold
 `alpha: null` with the reason, the table shows n/a, and `score` exits 0."""
 
-import json
-
 from conftest import run_cli
+from support.edited_runs import recast
 from support.runs import panel_file, scripted_run
 
-from finreflect_eval.records import Results
+from finreflect_eval.records import Results, SampleRecord, read_lines
 
 
 def _unpaired_disagreement(samples_path):
-    """Faithfulness votes where the items with two votes all say 1, and the one 0 sits on an
-    item with a single vote (the two other judges abstained there)."""
-    lines = samples_path.read_text().splitlines()
-    rewritten = []
-    for number, line in enumerate(lines):
-        record = json.loads(line)
-        for by_criterion in record["votes"].values():
-            cast = by_criterion["faithfulness"]
-            for item in range(len(cast["judge-0"])):
-                first = number == 0 and item == 0
-                for judge, verdict in (("judge-0", 1), ("judge-1", 1), ("judge-2", None)):
-                    cast[judge][item]["verdict"] = None if first and judge != "judge-2" else verdict
-                if first:
-                    cast["judge-2"][item]["verdict"] = 0
-        rewritten.append(json.dumps(record))
-    samples_path.write_text("\n".join(rewritten) + "\n")
+    """Faithfulness votes where the items with two votes all say 1, and the 0s sit on items
+    with a single vote (the two other judges' calls on that span failed), as if the judges
+    had voted so (`recast`: the calls answer what the votes say)."""
+    records = read_lines(SampleRecord, samples_path)
+    for number, record in enumerate(records):
+        for cast in (by_criterion["faithfulness"] for by_criterion in record.votes.values()):
+            first = number == 0
+            for judge, verdict in (("judge-0", 1), ("judge-1", 1), ("judge-2", None)):
+                verdict = (0 if judge == "judge-2" else None) if first else verdict
+                cast[judge] = [vote.model_copy(update={"verdict": verdict}) for vote in cast[judge]]
+        recast(record)
+    samples_path.write_text("".join(record.model_dump_json() + "\n" for record in records))
 
 
 def test_score_writes_null_alpha_with_its_reason_and_exits_0(tmp_path):

@@ -205,4 +205,5 @@ def _hostile_triples(line: str) -> str:
             object_type=entity("object type"),
         )
         record["rule_checks"][0] = dict.fromkeys(record["rule_checks"][0], False)
+        record["metrics"]["check_rules"][0] = 0  # its per-sample metric follows (a run's would)
     return json.dumps(record, ensure_ascii=False)

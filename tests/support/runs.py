@@ -58,11 +58,13 @@ def panel_file(folder: Path, *responders: str, batch_size: int = 8, name: str = 
     return path
 
 
-def candidate_file(folder: Path, answer: dict | None = None) -> Path:
-    """Scripted candidate outputs: every request answered with `answer` (default TRIPLES)."""
+def candidate_file(folder: Path, answer: dict | list[dict] | None = None) -> Path:
+    """Scripted candidate outputs: every request answered with `answer` (default TRIPLES), or
+    with a list of answers, in order (the last one repeats)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "candidate.json"
-    path.write_text(json.dumps([json.dumps(answer or TRIPLES)]))
+    answers = answer if isinstance(answer, list) else [answer or TRIPLES]
+    path.write_text(json.dumps([json.dumps(each) for each in answers]))
     return path
 
 
@@ -83,12 +85,13 @@ def scripted_run(
     panel: Path | Panel,
     tasks: tuple[str, ...] = ("finreflect_smoke_single_pass",),
     dataset: str = "sample",
-    answer: dict | None = None,
+    answer: dict | list[dict] | None = None,
     policy: FailurePolicy | None = None,
     skip_judging_ungrounded: bool = False,
 ) -> Path:
     """A whole scored run through the Python API (the candidate answers every span with
-    `answer`, default TRIPLES); returns its results file."""
+    `answer`, default TRIPLES, or each in turn with a list of answers); returns its results
+    file."""
     folder.mkdir(parents=True, exist_ok=True)
     config = RunConfig(
         model=ModelSpec(model, "scripted", {"responses": str(candidate_file(folder, answer))}),
