@@ -230,6 +230,35 @@ def leaderboard_build(args: argparse.Namespace) -> None:
         print(f"wrote {path}")
 
 
+def leaderboard_audit(args: argparse.Namespace) -> None:
+    from finreflect_eval.leaderboard import build
+    from finreflect_eval.leaderboard.audited import AUDIT_CACHE, audit_entry, calibrate
+    from finreflect_eval.pipeline.judging import load_panel
+
+    panel = _at_endpoints(args, load_panel(args.judges))
+    if args.calibrate:
+        path, calibration = calibrate(args.leaderboard, args.entry, panel, size=args.size)
+        for judge, rate in calibration.report["judges"].items():
+            print(f"{judge}: the same verdict again on {rate['rate']:.1%} of {rate['n']} items")
+        print(f"written to {path}")
+        return
+    cache = None if args.no_cache else (args.cache or AUDIT_CACHE)
+    path, audit = audit_entry(args.leaderboard, args.entry, panel, size=args.size, cache_path=cache)
+    report = audit.report
+    for judge, agreement in report["judges"].items():
+        low, high = agreement["ci"] or (None, None)
+        print(
+            f"{judge}: agrees with the entry on {agreement['rate']:.1%} of {agreement['n']} "
+            f"items [{low:.1%}, {high:.1%}]"
+        )
+    overall = report["difference"].get("overall")
+    if overall:
+        print(f"score difference (entry - audit): {overall['score']:+.2f} {overall['ci']}")
+    build(args.leaderboard)
+    verdict = "passed" if report["passed"] else "FAILED: " + "; ".join(report["reasons"])
+    print(f"audit {verdict}; written to {path}, {args.leaderboard / 'index.html'} rebuilt")
+
+
 def leaderboard_pin_dataset(args: argparse.Namespace) -> None:
     from finreflect_eval.leaderboard import build
     from finreflect_eval.leaderboard.registry import pin_dataset
@@ -406,7 +435,11 @@ def _panel(args: argparse.Namespace, source):
         tasks = list(source.manifest.tasks)
     # A run config's include paths hold its task files' folders too (`--tasks x.yaml`).
     include_paths = getattr(source, "include_paths", args.include_path)
-    panel = load_panel(choose_panel(args.judges, tasks, include_paths))
+    return _at_endpoints(args, load_panel(choose_panel(args.judges, tasks, include_paths)))
+
+
+def _at_endpoints(args: argparse.Namespace, panel):
+    """The panel with the judges `--judge-endpoints` names moved to their servers."""
     if args.judge_endpoints:
         urls = _key_values(args, "judge_endpoints")
         panel = panel.at_endpoints({judge: str(url) for judge, url in urls.items()})

@@ -217,6 +217,13 @@ def add_leaderboard(commands: Commands) -> None:
             help="render index.html, leaderboard.json, leaderboard.csv and each entry's report",
         )
     )
+    _add_leaderboard_audit(
+        actions.add_parser(
+            "audit",
+            help="re-judge a seeded sample of a stored entry's items with the maintainers' panel "
+            "and write its audit file (--calibrate: measure the panel's re-run agreement first)",
+        )
+    )
     _add_pin_dataset(
         actions.add_parser(
             "pin-dataset",
@@ -234,6 +241,31 @@ def _add_leaderboard_build(build: argparse.ArgumentParser) -> None:
         help="write nothing; fail when an entry no longer verifies or a generated file is stale",
     )
     build.set_defaults(func=handlers.leaderboard_build)
+
+
+def _add_leaderboard_audit(audit: argparse.ArgumentParser) -> None:
+    audit.add_argument(
+        "entry",
+        type=Path,
+        metavar="ENTRY",
+        help="a stored entry: LEADERBOARD/submissions/<org__model>/<run-id>.json",
+    )
+    add_judges(audit, required=True)
+    audit.add_argument(
+        "--size",
+        type=positive_int,
+        default=200,
+        help="items to re-judge, stratified by task and criterion (default: 200)",
+    )
+    audit.add_argument(
+        "--calibrate",
+        action="store_true",
+        help="run the panel twice without a cache on the entry's sample and record each "
+        "judge's re-run agreement: the tolerance the panel's audits are held to",
+    )
+    add_cache(audit, "~/.cache/finreflect-eval/audits.sqlite")
+    add_leaderboard_folder(audit)
+    audit.set_defaults(func=handlers.leaderboard_audit)
 
 
 def _add_pin_dataset(pin: argparse.ArgumentParser) -> None:

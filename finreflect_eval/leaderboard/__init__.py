@@ -12,14 +12,19 @@ name; per 1,000 triples, columns beside the scores, never in Overall) is recompu
 dataset listed in `datasets.json` (an official one at any commit the run names),
 every score recomputed from its samples equals the submitted score, and it is not a duplicate;
 else it lists every reason at once. Its section:
-`official` (ranked per data version, the pinned one first: an official dataset slice and an
-official panel), `community` (another panel) or `smoke` (the bundled sample). `build` renders
+`official` (an official dataset slice and an official panel whose judges ran as it pins them;
+ranked on the pinned data version unless its audit failed), `community` (anything else) or
+`smoke` (the bundled sample). `build` renders
 `index.html` (data inline, no network), `leaderboard.json` and `leaderboard.csv`, and each
 entry's report (`view` of the stored entry, under `reports/`, linked from its row); `check`
 tells which of them are stale. Modules by job: `registry` (`datasets.json`, data versions and
 the maintainer's pin), `verify` (with `sample_checks`: the samples' spans and votes, and the
 people's labels a submission carries), `entries` (storage), `ranking` (paired comparisons, rank
-ranges, ties, ranking stability), `rows`, `render` (with `templates/`).
+ranges, ties, ranking stability), `rows`, `render` (with `templates/`). Who cast an entry's
+votes: `provenance` (an official entry's judges ran as the bundled panel pins them; else it is a
+community entry, saying which field differed) and the seeded re-judging audit (`rejudging`: the
+draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s files, verified whenever
+the board is built).
 
 May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`, `tasks`,
 `data`, `records`, `stats`, `protocol`, `_util`).

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
 from finreflect_eval.leaderboard.verify import (
@@ -47,6 +47,10 @@ class RunEntry:
     before there was one): the entry is shown with it (`shown`) and stored as submitted."""
     cost: dict[str, TaskCost] | None = None
     """The same for the `cost` block."""
+    community: tuple[str, ...] = ()
+    """Why it is a community entry though its data is official (`Verdict.community`)."""
+    audit: dict[str, Any] | None = None
+    """Its re-judging audit as its row shows it (`audited.audit_cell`); None: not audited."""
 
     @property
     def shown(self) -> Submission:
@@ -71,6 +75,11 @@ class RunEntry:
     @property
     def run_id(self) -> str:
         return _run_id(self.submission.model_dump_json(), self.submission.results.run)
+
+    @property
+    def path(self) -> str:
+        """Where it is stored, relative to the leaderboard folder."""
+        return (self.folder / f"{self.run_id}.json").as_posix()
 
     @property
     def report_folder(self) -> Path:
@@ -149,7 +158,12 @@ def entry_of(
         return AuditEntry(content, verify_audit(content, leaderboard))
     verdict = verify(content, leaderboard, others)
     return RunEntry(
-        content, verdict.section, verdict.pinned, graph=verdict.graph, cost=verdict.cost
+        content,
+        verdict.section,
+        verdict.pinned,
+        graph=verdict.graph,
+        cost=verdict.cost,
+        community=verdict.community,
     )
 
 

@@ -180,6 +180,9 @@ def leave_one_judge_out(
     return stability
 
 
+AUDIT_FAILED = "audit failed"  # a section of its own for comparing: no place among the ranked
+
+
 def describe_group(group: tuple) -> str:
     """A comparison group in words: its dataset, tasks (and panel, outside the official
     section)."""
@@ -188,4 +191,5 @@ def describe_group(group: tuple) -> str:
         f", slice {slice_name})" if slice_name else ")"
     )
     tasks = ", ".join(sorted({task for task, _ in parts})) or "none"
-    return f"{dataset}; tasks {tasks}" + (f"; panel {panel[0]}" if panel else "")
+    failed = "; audit failed, not ranked" if group[0] == AUDIT_FAILED else ""
+    return f"{dataset}; tasks {tasks}" + (f"; panel {panel[0]}" if panel else "") + failed

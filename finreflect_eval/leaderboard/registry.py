@@ -2,10 +2,11 @@
 run's data is, and the maintainer's pin of an official data version.
 
 An official entry accepts a run on any commit of its dataset id: the run records the commit it
-read and the content's fingerprint, its *data version*. Runs are ranked together only on one
-data version. Until a maintainer pins one (`finreflect-eval leaderboard pin-dataset`, which
-records the commit, its fingerprint and each slice's span list), each version is ranked on its
-own; once one is pinned, it is the official ranking and the others are shown apart, unranked. A
+read and the content's fingerprint, its *data version*. Runs are compared only on one data
+version, and ranked only on the one a maintainer pins (`finreflect-eval leaderboard
+pin-dataset`, which records the commit, its fingerprint and each slice's span list): until one
+is, each version's entries are shown and compared, never ranked; once one is, it is the
+official ranking and the others are shown apart, unranked. A
 run whose content is a recorded version's (the same fingerprint) is that version, wherever it
 loaded the data from (a local copy, say).
 """
@@ -44,7 +45,7 @@ class RegisteredDataset(BaseModel):
     pinned: str | None = None
     """The commit of the official data version (`pin-dataset` sets it, and `revision`, and the
     data's fingerprint and span list). None: no version is pinned yet; an official entry then
-    takes a run on any commit of its id, and each data version is ranked on its own."""
+    takes a run on any commit of its id, and no data version is ranked."""
     split: str = "test"
     slice: SliceSpec | None = None
     fingerprint: str | None

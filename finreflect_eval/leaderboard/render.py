@@ -29,6 +29,7 @@ from finreflect_eval._util.output_folder import (
     write_record,
 )
 from finreflect_eval._util.version import __version__
+from finreflect_eval.leaderboard.audited import audit_cell, load_audits
 from finreflect_eval.leaderboard.entries import (
     REPORTS,
     RunEntry,
@@ -53,6 +54,9 @@ def render(leaderboard: Path) -> dict[str, str]:
 
 
 def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
+    audits = load_audits(leaderboard, entries)
+    for entry in entries:
+        entry.audit = audit_cell(audits.get(entry.path))
     rows = rows_of(entries)
     judges = judge_rows(load_entries(leaderboard, "audits"))
     published = [row.row() for row in load_published(leaderboard)]
@@ -263,7 +267,7 @@ def version_tables(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The official rows as one table per data version (in the rows' order: the pinned version
     first, the others last), each with its label ("ID @ commit, fingerprint F, slice S"),
     whether it is the pinned version (None: its dataset has none pinned), its rows and its
-    comparison notes. Tables are only ranked on the pinned version, or where none is."""
+    comparison notes. Only the table of the pinned version is ranked."""
     tables: dict[tuple, dict[str, Any]] = {}
     for row in rows:
         key = (row["data_version.fingerprint"], row["data_version.slice"])

@@ -64,13 +64,18 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     version), and its audit by people where the submission carried their labels (`human*`:
     `_human`; None, never 0, without), the graph its triples make (`graph*`: `_graph`) and
     what its model calls used (`cost*`: `_cost`).
-    Official rows get a `rank`, except those on a version other than the pinned one; community
-    and smoke rows are compared, never ranked."""
+    Official rows on the pinned data version get a `rank`, unless their re-judging audit failed
+    (on a version no pin names, or another one, they are shown, compared, never ranked);
+    community and smoke rows are compared, never ranked."""
     rows, contenders = [], []
     for entry in entries:
         results = entry.shown.results  # (with the graph block recomputed where it had none)
         by_mode = {results.details[task].mode: task for task in results.tasks}
-        contenders.append(Contender.of(entry.run_id, entry.section, results))
+        # An entry whose audit failed is compared apart: it takes no place among the ranked.
+        failed = entry.audit is not None and entry.audit["state"] == "failed"
+        contenders.append(
+            Contender.of(entry.run_id, ranking.AUDIT_FAILED if failed else entry.section, results)
+        )
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
         row |= _agreement(results, by_mode) | _output_means(results)
         row |= _human(entry.submission, by_mode) | _graph(results, by_mode)
@@ -90,7 +95,11 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "model": model,
         "hub_url": f"https://huggingface.co/{model}" if "/" in model else None,
         "panel": results.judges.panel,
-        "panel_note": results.judges.note(),
+        "panel_note": results.judges.note() or _community_note(entry),
+        "community_reasons": list(entry.community),
+        "model_revision": results.config.model_revision,
+        "model_sha": entry.submission.manifest.model.sha,
+        "audit": entry.audit,
         "dataset": dataset_label(results.dataset),
         "data_version.id": results.dataset.id,
         "data_version.revision": results.dataset.revision,
@@ -99,7 +108,7 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "data_version.pinned": entry.pinned,
         "date": results.run[:10],
         "run_id": entry.run_id,
-        "json": (entry.folder / f"{entry.run_id}.json").as_posix(),
+        "json": entry.path,
         "report": (entry.report_folder / "index.html").as_posix(),
         "overall": results.overall.score,
         "overall_ci": results.overall.ci,
@@ -112,6 +121,13 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "next_difference_ci": None,
         "ranking_stability": {},
     }
+
+
+def _community_note(entry: RunEntry) -> str | None:
+    """Why an entry whose panel claims to be official is not (`provenance`)."""
+    if not entry.community:
+        return None
+    return f"a community entry: {'; '.join(entry.community)}"
 
 
 def _mode_scores(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
@@ -332,7 +348,8 @@ def _place(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> None:
         row["next_difference"] = mine.next_difference
         row["next_difference_ci"] = mine.next_difference_ci
         row["ranking_stability"] = mine.stability
-        if row["section"] == "official" and row["data_version.pinned"] is not False:
+        failed = row["audit"] is not None and row["audit"]["state"] == "failed"
+        if row["section"] == "official" and row["data_version.pinned"] is True and not failed:
             row["rank"] = mine.place
 
 
@@ -347,6 +364,7 @@ def _board_order(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> l
         key=lambda r: (
             SECTIONS.index(r["section"]),
             VERSION_ORDER[r["data_version.pinned"]],
+            r["audit"] is not None and r["audit"]["state"] == "failed",  # after the ranked
             first_seen[r["comparison_group"]],
             math.inf if standing[r["run_id"]].place is None else standing[r["run_id"]].place,
             r["model"],

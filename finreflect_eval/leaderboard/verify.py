@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar
 
 from finreflect_eval._util.errors import FinReflectError, Refusal, first_line
 from finreflect_eval._util.redaction import find_secret
+from finreflect_eval.leaderboard.provenance import provenance_problems
 from finreflect_eval.leaderboard.registry import (
     is_pinned,
     match_dataset,
@@ -110,6 +111,9 @@ class Verdict:
     scored before finreflect-eval had one): the entry shows it. None: it was submitted."""
     cost: dict[str, TaskCost] | None = None
     """The same for the `cost` block."""
+    community: tuple[str, ...] = ()
+    """Why a run on an official dataset is a community entry (`provenance`: which judge and
+    field differed from the official panel's pins; the grounding cascade)."""
 
 
 @as_refusal
@@ -171,11 +175,14 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     cost = recomputed.cost if recomputed is not None and not results.cost else None
     if registered.section == "smoke":
         return Verdict("smoke", None, graph, cost)
-    official = is_official(panel, [m.model_dump() for m in results.judges.members])
-    # The grounding cascade scores some triples by rule: not the paper's protocol, not ranked.
-    official = official and manifest.judging[panel].cascade is None
-    section = "official" if official else "community"
-    return Verdict(section, is_pinned(dataset, registered), graph, cost)
+    community = provenance_problems(panel, judges)
+    if manifest.judging[panel].cascade is not None:  # not the paper's protocol: not ranked
+        community.append(
+            "the grounding cascade scored triples by rule (--skip-judging-ungrounded), not by "
+            "the judges"
+        )
+    section = "community" if community else "official"
+    return Verdict(section, is_pinned(dataset, registered), graph, cost, tuple(community))
 
 
 def _recomputed(

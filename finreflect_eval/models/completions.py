@@ -10,10 +10,7 @@ from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import install_hint
-from finreflect_eval.models._base import (
-    ChatTemplate,
-    tokenizer_info,
-)
+from finreflect_eval.models._chat import ChatTemplate, tokenizer_info
 from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
 from finreflect_eval.models.openai import OpenAIModel
 

@@ -19,13 +19,11 @@ from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     AtLeastZero,
-    ChatTemplate,
     ReplicaPlan,
-    added_bos,
     hub_commit,
-    tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._chat import ChatTemplate, added_bos, tokenizer_info
 from finreflect_eval.models._gguf import convert_gguf
 from finreflect_eval.models._grammar import StructuredBackend, compile_generator, grammar_engine
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
@@ -73,6 +71,7 @@ class HFModel(LM):
     """
 
     backend = "hf"
+    engine_package = "transformers"
 
     def __init__(
         self,

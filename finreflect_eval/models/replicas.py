@@ -162,6 +162,7 @@ class ReplicatedLM(LM):
     ) -> None:
         super().__init__(model, revision=args.get("revision"), cache=cache)
         self.backend = backend.backend
+        self.engine_package = backend.engine_package
         self.replication = replication
         self.data_parallel_size = replication.data_parallel_size
         self.timeout = replication.replica_timeout

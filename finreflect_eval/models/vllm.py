@@ -17,13 +17,11 @@ from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
     AtLeastZero,
-    ChatTemplate,
     ReplicaPlan,
-    chat_messages,
     hub_commit,
-    tokenizer_info,
 )
 from finreflect_eval.models._cache import ResponseCache
+from finreflect_eval.models._chat import ChatTemplate, chat_messages, tokenizer_info
 from finreflect_eval.models._requests import Completion, GenerationRequest, Message, closed_schema
 
 logger = logging.getLogger(__name__)
@@ -89,6 +87,7 @@ class VLLMModel(LM):
     """
 
     backend = "vllm"
+    engine_package = "vllm"
 
     def __init__(
         self,

@@ -8,8 +8,8 @@ import functools
 import platform
 import random
 import sys
-from importlib import metadata
 
+from finreflect_eval._util.version import installed_version
 from finreflect_eval.records import Environment
 
 # The distributions whose versions can change a run's outputs or numbers.
@@ -48,17 +48,10 @@ def environment() -> Environment:
     return Environment(
         python=sys.version.split()[0],
         platform=platform.platform(),
-        packages={name: _version(name) for name in PACKAGES},
+        packages={name: installed_version(name) for name in PACKAGES},
         cuda=cuda,
         gpus=gpus,
     )
-
-
-def _version(name: str) -> str | None:
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 def seed_globals(random_seed: int | None, numpy_seed: int | None) -> None:

@@ -55,6 +55,8 @@ T = TypeVar("T")
 REASONING_CHARS = 160  # room for the 15 words the prompt asks for
 WARNING_CHARS = 60
 MODEL_NOTES = ("gated", "licence_url", "weights_gb")  # JudgeSpec's facts about its model
+# What a panel file says that a run's record holds as it ran (`provenance`) or not at all.
+PANEL_ONLY = (*MODEL_NOTES, "chat_template_sha")
 
 
 class TripleVerdict(BaseModel):
@@ -97,6 +99,11 @@ class JudgeSpec(BaseModel):
     model_args: dict[str, Any] = {}
     generation_kwargs: dict[str, Any] = {}
     system_prefix: str = ""
+    revision: str | None = Field(None, pattern=r"^[0-9a-f]{40}$")
+    """The commit of the model's Hub repo to load (an official panel pins each judge's)."""
+    chat_template_sha: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    """The sha256 of the chat template that revision's tokenizer gives, where the panel pins
+    it: an official run must have rendered its prompts with it."""
     # Facts about the model, for `run --check` offline (not recorded with a run): the Hub repo
     # is gated (its licence page: `licence_url`, default the repo's page), and the approximate
     # size of its weights download in GB.
@@ -115,7 +122,8 @@ class JudgeSpec(BaseModel):
 
     @property
     def model_spec(self) -> ModelSpec:
-        return ModelSpec(self.model, self.backend, dict(self.model_args))
+        pinned = {"revision": self.revision} if self.revision else {}
+        return ModelSpec(self.model, self.backend, {**pinned, **self.model_args})
 
     @property
     def source(self) -> ModelSpec | LM:
@@ -302,6 +310,27 @@ def judge_requests(
     }
 
 
+def provenance(lm: LM) -> dict[str, Any]:
+    """Who cast a judge's votes, as its record keeps it (`records.JudgeMember`): the commit its
+    weights came from, the engine that ran it, and the chat template its prompts were rendered
+    with."""
+    return {
+        "sha": lm.commit,
+        "engine": lm.engine(),
+        "chat_template_sha": lm.resolved().get("chat_template_sha"),
+    }
+
+
+def judge_member(panel: Panel, spec: JudgeSpec, facts: dict[str, Any]) -> JudgeMember:
+    """A judge as a record keeps it: the panel's settings for it (secrets redacted) and what
+    ran it (`provenance`)."""
+    return JudgeMember(
+        **redact(spec.model_dump(exclude={"generation_kwargs", *PANEL_ONLY})),
+        generation_kwargs=panel.generation(spec).model_dump(),
+        **facts,
+    )
+
+
 def votes_of(criterion: str, n_triples: int, result: GenerationResult) -> list[Vote]:
     """One vote per item; a failed call is an abstention on each of its items."""
     if not result.ok:
@@ -381,7 +410,7 @@ def judge(
             no_triples = {judge.name: [NO_TRIPLES_VOTE] for judge in panel.judges}
             record.votes[panel.panel]["comprehensiveness"] = no_triples
 
-    def vote(spec: JudgeSpec, lm: LM) -> tuple[list[tuple], list[GenerationResult], float]:
+    def vote(spec: JudgeSpec, lm: LM) -> tuple[list[tuple], list[GenerationResult], float, dict]:
         started = time.perf_counter()
         generation = panel.generation(spec)
         calls = [
@@ -392,10 +421,12 @@ def judge(
             ).items()
         ]
         results = lm.generate([c[2] for c in calls], desc=f"judge {spec.name}")
-        return calls, results, time.perf_counter() - started
+        return calls, results, time.perf_counter() - started, provenance(lm)
 
     seconds: dict[str, float] = {}
-    for name, (calls, results, elapsed) in run_judges(panel, cache_path, vote).items():
+    ran: dict[str, dict[str, Any]] = {}  # each judge's `provenance`
+    for name, (calls, results, elapsed, facts) in run_judges(panel, cache_path, vote).items():
+        ran[name] = facts
         for (record, criterion, request), result in zip(calls, results, strict=True):
             asked = judged.get(id(record))
             if asked is None or criterion not in TRIPLE_CRITERIA:
@@ -416,13 +447,7 @@ def judge(
         panel=panel.panel,
         official=panel.official,
         description=panel.description,
-        judges=[
-            JudgeMember(
-                **redact(spec.model_dump(exclude={"generation_kwargs", *MODEL_NOTES})),
-                generation_kwargs=panel.generation(spec).model_dump(),
-            )
-            for spec in panel.judges
-        ],
+        judges=[judge_member(panel, spec, ran[spec.name]) for spec in panel.judges],
         criteria=[c for c in CRITERIA if any(c in tasks[t].criteria for t in run.manifest.tasks)],
         task_hashes={name: tasks[name].hash for name in run.manifest.tasks},
         seconds=seconds,

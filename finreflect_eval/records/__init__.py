@@ -26,6 +26,12 @@ from finreflect_eval.records.base import (
     SamplesName,
 )
 from finreflect_eval.records.cost import ModelPrice, Prices, TaskCost, Usage
+from finreflect_eval.records.entry_audit import (
+    AuditCalibration,
+    AuditedEntry,
+    AuditItem,
+    EntryAudit,
+)
 from finreflect_eval.records.graph import GraphQuality, GraphScores, Grounding
 from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
@@ -85,10 +91,14 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_DEPTH",
     "Agreement",
+    "AuditCalibration",
+    "AuditItem",
+    "AuditedEntry",
     "Case",
     "CoderAgreement",
     "CriterionDetail",
     "DatasetInfo",
+    "EntryAudit",
     "Environment",
     "Failures",
     "Feedback",

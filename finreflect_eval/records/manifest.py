@@ -255,6 +255,16 @@ class JudgeMember(Record):
     model_args: dict[str, Any] = {}
     generation_kwargs: dict[str, Any] = {}
     system_prefix: str = ""
+    revision: str | None = None
+    """The revision the panel pins (a commit), as asked for."""
+    sha: str | None = None
+    """The commit the weights were loaded from, as the engine resolved it (hf, vllm); None
+    where it cannot know (a server's model: then only the revision asked for is known)."""
+    engine: str | None = None
+    """What ran it: the backend and its library's version (`vllm 0.33.0`), or `server`."""
+    chat_template_sha: str | None = None
+    """The chat template the prompts were rendered with, where rendered here (None: a
+    server's own template, or none)."""
 
 
 class Judging(Record):

@@ -43,7 +43,7 @@ def filled_board(root: Path) -> Path:
 
     board = root / "board"
     dataset = hub_folder(root)
-    register(board, dataset)
+    register(board, dataset, pin=True)  # ranked on the pinned version only
     with contextlib.ExitStack() as stack:
         strict = [
             stack.enter_context(

@@ -85,7 +85,7 @@ def test_a_hub_shaped_folder_gives_the_same_official_slice_twice(cli, tmp_path, 
 def test_sections_official_community_smoke_and_refusals(cli, tmp_path, env):
     dataset = hub_folder(tmp_path)
     board = tmp_path / "board"
-    register(board, dataset)
+    register(board, dataset, pin=True)  # ranked on the pinned version only
     with paper_at_endpoints() as judges:
         official = official_run(cli, tmp_path / "official", dataset, judges, env)
     panel = panel_file(tmp_path, "accepts_all", "rejects_all", "rejects_all")

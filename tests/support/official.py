@@ -13,7 +13,8 @@ import pandas as pd
 
 from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.tasks.config import TaskIndex
-from support.chat_server import Reply, ScriptedServer, judge_answer
+from support import scripted_judges
+from support.chat_server import Reply, ScriptedServer, answer, judge_answer
 
 REPO = Path(__file__).resolve().parents[2]
 OFFICIAL = TaskIndex().tasks["finreflect_single_pass"].config.slice
@@ -62,19 +63,29 @@ def hub_folder(root: Path) -> Path:
 
 
 @contextlib.contextmanager
-def paper_at_endpoints(verdict: int = 1, level: str = "good") -> Iterator[list[str]]:
+def paper_at_endpoints(
+    verdict: int = 1, level: str = "good", *, considered: bool = False
+) -> Iterator[list[str]]:
     """The official `paper` panel, each judge served by a scripted OpenAI-compatible server
-    answering every triple with `verdict` and every span with `level`; yields the `run` options."""
-    answer = partial(judge_answer, verdict=verdict, level=level)
+    answering every triple with `verdict` and every span with `level` (`considered`: as
+    `scripted_judges.considered` does, a verdict of its own per item); yields the `run` options."""
+    reply = considered_answer if considered else partial(judge_answer, verdict=verdict, level=level)
     with contextlib.ExitStack() as stack:
-        servers = [stack.enter_context(ScriptedServer.running([Reply(body=answer)])) for _ in PAPER]
+        servers = [stack.enter_context(ScriptedServer.running([Reply(body=reply)])) for _ in PAPER]
         endpoints = ",".join(f"{n}={s.url}" for n, s in zip(PAPER, servers, strict=True))
         yield ["--judges", "paper", "--judge-endpoints", endpoints]
 
 
-def register(board: Path, dataset: Path) -> None:
+def considered_answer(body: dict) -> dict:
+    """`scripted_judges.considered`, answered by a server."""
+    schema = body["response_format"]["json_schema"]["schema"]
+    return answer(scripted_judges.considered_answer(schema, body["messages"][-1]["content"]))
+
+
+def register(board: Path, dataset: Path, *, pin: bool = False) -> None:
     """What a maintainer does for an official dataset: record its slice's fingerprint and span
-    list (`dataset info` prints them) in the leaderboard's datasets.json."""
+    list (`dataset info` prints them) in the leaderboard's datasets.json; `pin`: as the pinned
+    data version (of a made-up commit: the folder has none), whose entries are ranked."""
     sliced = load_benchmark(str(dataset), slice=OFFICIAL)
     entries = json.loads((REPO / "leaderboard" / "datasets.json").read_text())
     entries[0].update(
@@ -82,5 +93,7 @@ def register(board: Path, dataset: Path) -> None:
         spans=len(sliced.spans),
         span_list_sha256=span_list([s.span_id for s in sliced.spans])["sha256"],
     )
+    if pin:
+        entries[0].update(revision="c0ffee" * 6 + "c0ff", pinned="c0ffee" * 6 + "c0ff")
     board.mkdir(parents=True, exist_ok=True)
     (board / "datasets.json").write_text(json.dumps(entries))

@@ -140,3 +140,21 @@ def broken_on_spans(request):
     if "verdicts" in request.schema["properties"]:
         return _answer(request, 1, "good")
     return "not json"
+
+
+def considered_answer(schema: dict, user: str) -> str:
+    """A judge whose verdicts vary from item to item and span to span, and are the same for
+    the same prompt in every process and behind every backend (a scripted model or a scripted
+    server): what an honest, deterministic judge looks like to an audit."""
+    digest = hashlib.sha256(user.encode()).digest()
+    reply = {"reasoning": "scripted", "warning": ""}
+    if "verdicts" in schema["properties"]:
+        n = schema["properties"]["verdicts"]["minItems"]
+        verdicts = [{"verdict": int(digest[i % 32] % 3 != 0), **reply} for i in range(n)]
+        return json.dumps({"verdicts": verdicts})
+    return json.dumps({"verdict": ("good", "partial", "poor")[digest[0] % 3], **reply})
+
+
+def considered(request):
+    _count_call()
+    return considered_answer(request.schema, request.messages[-1]["content"])
