@@ -4,7 +4,6 @@ re-judge a seeded sample of a submitted entry, after a calibration on the same s
 agreement with the entry's original votes is reported (and printed)."""
 
 import json
-from pathlib import Path
 
 import pytest
 from support.runs import candidate_file
