@@ -1259,7 +1259,9 @@ CASES = [
             BOARD,
         ),
         1,
-        r"refused: task .*judge judge-2 abstained on \d+ of its \d+ items",
+        # Its votes without their calls, and the abstentions they still say.
+        r"\(judge-2\): votes without the judge call that cast them\n.*judge judge-2 abstained "
+        r"on \d+ of its \d+ items",
     ),
     Case(
         "judge-through-a-linked-lock",
