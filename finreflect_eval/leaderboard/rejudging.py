@@ -26,7 +26,7 @@ from typing import Any
 from scipy.stats import fisher_exact
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval.pipeline.audit import wilson_interval
+from finreflect_eval.pipeline.audit import rate
 from finreflect_eval.pipeline.cascade import grounded_triples
 from finreflect_eval.pipeline.judging import (
     Panel,
@@ -216,8 +216,8 @@ def compare(
                 if item.criterion == criterion and (again is not None or vote.verdict is not None)
             ]
             if picked:
-                per_criterion[criterion] = _rate(sum(picked), len(picked))
-        judges[judge] = {**_rate(same, len(pairs)), "p_value": _round(tail), "passed": passed}
+                per_criterion[criterion] = rate(sum(picked), len(picked))
+        judges[judge] = {**rate(same, len(pairs)), "p_value": _round(tail), "passed": passed}
         judges[judge]["criteria"] = per_criterion
         if not passed:
             share = judges[judge]
@@ -232,7 +232,7 @@ def compare(
     n = sum(j["n"] for j in judges.values())
     return {
         "items": len(items),
-        "agreement": _rate(agreed, n),
+        "agreement": rate(agreed, n),
         "judges": judges,
         "difference": _differences(items, theirs, verdicts),
         "passed": not failed,
@@ -296,19 +296,10 @@ def rerun_agreement(runs: Sequence[Mapping[str, list[Label | None]]]) -> dict[st
             if first is not None and other[judge][number] is not None
         ]
         same = sum(a == b for a, b in pairs)
-        judges[judge] = {**_rate(same, len(pairs)), "same": same}
+        judges[judge] = {**rate(same, len(pairs)), "same": same}
     if not any(j["n"] for j in judges.values()):
         raise FinReflectError("calibration: no item got a verdict in every run")
     return {"judges": judges}
-
-
-def _rate(hits: int, n: int) -> dict[str, Any]:
-    interval = wilson_interval(hits, n)
-    return {
-        "rate": _round(hits / n) if n else None,
-        "ci": interval and [_round(v) for v in interval],
-        "n": n,
-    }
 
 
 def _round(value: float) -> float:

@@ -272,7 +272,8 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 4)
 
 
-def _rate(hits: int, n: int) -> dict[str, Any]:
+def rate(hits: int, n: int) -> dict[str, Any]:
+    """A share with its 95% Wilson interval and its count, rounded to 4 digits."""
     interval = wilson_interval(hits, n)
     return {
         "rate": _round(hits / n) if n else None,
@@ -361,8 +362,8 @@ def _gold_agreement(cases: Sequence[Case], verdicts: Verdicts, criterion: str) -
     if criterion in TRIPLE_CRITERIA:
         flawed = [a for a, b in pairs if b == 0]
         good = [a for a, b in pairs if b == 1]
-        entry["false_accept"] = _rate(sum(a == 1 for a in flawed), len(flawed))
-        entry["false_reject"] = _rate(sum(a == 0 for a in good), len(good))
+        entry["false_accept"] = rate(sum(a == 1 for a in flawed), len(flawed))
+        entry["false_reject"] = rate(sum(a == 0 for a in good), len(good))
     return entry
 
 
@@ -386,7 +387,7 @@ def _flip_rate(
                 continue
             n += 1
             flips += verdict != reference
-    return _rate(flips, n)
+    return rate(flips, n)
 
 
 def _agreement(audit: JudgeAudit, criterion: str) -> dict[str, Any]:
