@@ -97,6 +97,7 @@ echo "lowest versions: the [xgrammar] and [vllm-check] extras are not installed 
 run_tests "$venv" -m "not slow" -k "not xgrammar and not vllm" \
   --deselect tests/records/test_lm_eval_compat.py::test_a_pinned_revision_puts_the_resolved_commit_in_the_results \
   tests/models/test_prefix_reuse.py tests/models/test_models_hf.py tests/models/test_models_base.py \
+  tests/models/test_thinking_hf.py \
   tests/chunking/test_chunking.py tests/data/test_data.py tests/data/test_sample.py tests/tasks/test_tasks.py \
   tests/protocol/test_schema.py tests/pipeline/test_extraction.py tests/records/test_records.py tests/stats/test_metrics.py \
   tests/runs/test_score_index.py tests/stats/test_uncertainty.py tests/models/test_replicas.py \

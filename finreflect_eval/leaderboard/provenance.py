@@ -13,7 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from finreflect_eval.pipeline.judging import JudgeSpec, Panel, available_panels, load_panel
+from finreflect_eval.pipeline.judging import (
+    JudgeSpec,
+    Panel,
+    available_panels,
+    load_panel,
+    think_args,
+)
 from finreflect_eval.records import JudgeMember
 
 # Backends that run a model (in process, or behind an OpenAI-compatible server); `scripted`
@@ -62,11 +68,13 @@ def _judge_problems(panel: Panel, spec: JudgeSpec, member: JudgeMember) -> list[
                 f"{who} ran with {key} {member.generation_kwargs.get(key)!r}, not the panel's "
                 f"{pinned.get(key)!r}"
             )
-    if thinking_switch(member.model_args) != spec.model_args.get("enable_thinking"):
-        problems.append(
-            f"{who} ran with enable_thinking {thinking_switch(member.model_args)!r}, not the "
-            f"panel's {spec.model_args.get('enable_thinking')!r}"
-        )
+    ran, pinned_thinking = thinking_of(member.model_args), thinking_of(spec.model_args)
+    for key in sorted(set(ran) | set(pinned_thinking)):
+        if ran.get(key) != pinned_thinking.get(key):
+            problems.append(
+                f"{who} ran with {key} {ran.get(key)!r}, not the panel's "
+                f"{pinned_thinking.get(key)!r}"
+            )
     if member.system_prefix != spec.system_prefix:
         problems.append(
             f"{who} ran with system prefix {member.system_prefix!r}, not the panel's "
@@ -92,14 +100,16 @@ def ran_revision(member: JudgeMember) -> str | None:
     return member.sha or member.model_args.get("revision") or member.revision
 
 
-def thinking_switch(model_args: dict[str, Any]) -> Any:
-    """A Qwen3-style `enable_thinking` switch, given to the engine or, for a judge behind a
-    server, to the server's chat template (`Panel.at_endpoints`)."""
-    if "enable_thinking" in model_args:
-        return model_args["enable_thinking"]
+def thinking_of(model_args: dict[str, Any]) -> dict[str, Any]:
+    """How a judge was asked to think (`judging.think_args`); a switch given to a server's chat
+    template in `extra_body` (as runs recorded it before `think`) counts as `think`."""
+    args = think_args(model_args)
     extra = model_args.get("extra_body")
     template_kwargs = extra.get("chat_template_kwargs") if isinstance(extra, dict) else None
-    return template_kwargs.get("enable_thinking") if isinstance(template_kwargs, dict) else None
+    switch = template_kwargs.get("enable_thinking") if isinstance(template_kwargs, dict) else None
+    if "think" not in args and switch is not None:
+        args["think"] = "on" if switch else "off"
+    return args
 
 
 def _pairs(pairs: list[tuple[str, str]]) -> str:

@@ -98,6 +98,7 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "panel_note": results.judges.note() or _community_note(entry),
         "community_reasons": list(entry.community),
         "model_revision": results.config.model_revision,
+        "think": results.config.thinking(),
         "model_sha": entry.submission.manifest.model.sha,
         "audit": entry.audit,
         "dataset": dataset_label(results.dataset),

@@ -33,6 +33,7 @@ from finreflect_eval.models._requests import (
     JsonSchema,
     validate_output,
 )
+from finreflect_eval.models._thinking import THINKING_DID_NOT_END
 
 logger = logging.getLogger(__name__)
 
@@ -408,7 +409,16 @@ class Attempts:
             result.attempts += 1
             result.text = completion.text or ""
             result.raw_outputs.append(result.text)
-            result.parsed, result.error = validate_output(result.text, self.requests[index].schema)
+            result.reasoning_tokens += completion.reasoning_tokens
+            result.thinking, result.thinking_cut = completion.thinking, completion.thinking_cut
+            if completion.thinking_ended:
+                schema = self.requests[index].schema
+                result.parsed, result.error = validate_output(result.text, schema)
+            else:  # never parsed: there is no answer
+                result.parsed = None
+                result.error = (
+                    f"{THINKING_DID_NOT_END} within {self.requests[index].max_tokens} tokens"
+                )
             invalid = result.error is not None
             (self.retry if invalid and self.attempt < self.max_retries else final).append(index)
         return final

@@ -51,13 +51,23 @@ class ChatTemplate:
     def messages(self, request: GenerationRequest) -> list[Message]:
         return chat_messages(request, self.fold_system)
 
-    def render(self, request: GenerationRequest) -> str:
-        """The request up to the assistant's turn, as text."""
+    def opens_thought(self, start: str) -> bool:
+        """Whether the generation prompt opens a thought itself (DeepSeek-R1's ends in
+        `<think>`): such a model always thinks."""
+        probe = [{"role": "user", "content": "x"}]
+        prompt = self.tokenizer.apply_chat_template(
+            probe, tokenize=False, add_generation_prompt=True
+        )
+        return prompt.rstrip().endswith(start)
+
+    def render(self, request: GenerationRequest, **switch: bool) -> str:
+        """The request up to the assistant's turn, as text (`switch`: the template's thinking
+        keyword, `_thinking.Thinking.template_switch`)."""
         from jinja2 import TemplateError
 
         try:
             return self.tokenizer.apply_chat_template(
-                self.messages(request), tokenize=False, add_generation_prompt=True
+                self.messages(request), tokenize=False, add_generation_prompt=True, **switch
             )
         except TemplateError as exc:
             name = getattr(self.tokenizer, "name_or_path", "the tokenizer")

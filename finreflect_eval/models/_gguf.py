@@ -4,6 +4,8 @@ loads skip transformers' slow dequantisation."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import json
 import logging
 import os
 import shutil
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval._util.resources import cache_root
+from finreflect_eval.models.embedded import EMBEDDED_MODELS
 
 logger = logging.getLogger(__name__)
 
@@ -70,3 +74,32 @@ def _gguf_parsed_once() -> Iterator[None]:
         yield
     finally:
         gguf.GGUFReader = reader_class
+
+
+def checkpoint_source(model: str, gguf_file: str | None, revision: str | None) -> tuple[str, str]:
+    """The folder or Hub id the hf backend loads for `model` (an embedded alias, a `.gguf` file,
+    a folder or Hub id with an optional `gguf_file` in it), and the checkpoint's id for the
+    model's identity. GGUF checkpoints are converted once and cached."""
+    embedded = EMBEDDED_MODELS.get(model)
+    if embedded is not None:
+        checksum = embedded.sha256()
+        converted = cache_root() / "converted" / f"{model}-{(checksum or 'unknown')[:16]}"
+        if not (converted / "config.json").exists():
+            gguf_path = embedded.gguf_path()
+            convert_gguf(gguf_path.parent, gguf_path.name, converted, revision)
+        return str(converted), converted.name
+    path = Path(model).expanduser()
+    if model.startswith(("/", "./", "../", "~")) and not path.exists():  # a path, not an id
+        raise FinReflectError(f"cannot load model '{model}': no such file or folder")
+    if path.suffix == ".gguf" and path.is_file():
+        model, gguf_file = str(path.parent), path.name
+    checkpoint_id = str(Path(model).resolve()) if Path(model).exists() else model
+    if gguf_file is None:
+        return checkpoint_id, checkpoint_id
+    stat = (Path(model) / gguf_file).stat() if Path(model).exists() else None
+    facts = [checkpoint_id, gguf_file, revision, stat and stat.st_size, stat and stat.st_mtime_ns]
+    key = hashlib.sha256(json.dumps(facts).encode()).hexdigest()[:16]
+    converted = cache_root() / "converted" / f"{Path(gguf_file).stem}-{key}"
+    if not (converted / "config.json").exists():
+        convert_gguf(model, gguf_file, converted, revision)
+    return str(converted), f"{checkpoint_id}/{gguf_file}"

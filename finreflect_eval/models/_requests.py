@@ -108,6 +108,14 @@ class Completion:
     cached_prompt_tokens: int | None = 0
     """Prompt tokens the backend did not compute again (prefix reuse, a server's prompt cache);
     None where it does not say."""
+    thinking: str | None = None
+    """The model's thought before its answer (`text`), where it thought (see `_thinking`)."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those of the thought."""
+    thinking_cut: bool = False
+    """The thought reached its `think_budget`: its end was written for the model."""
+    thinking_ended: bool = True
+    """False: the thought never ended within `max_tokens` (an invalid answer, no `text`)."""
 
 
 @dataclass
@@ -128,6 +136,12 @@ class GenerationResult:
     """Its share of the wall time its model spent generating (none for a cache hit)."""
     device_seconds: float | None = None
     """Its share of the time its in-process model held its devices (None: a server's)."""
+    thinking: str | None = None
+    """The thought before the accepted output (None: the model did not think)."""
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those spent thinking (every attempt's)."""
+    thinking_cut: bool = False
+    """The thought was ended at its `think_budget`."""
 
     @property
     def ok(self) -> bool:
@@ -142,6 +156,15 @@ class GenerationResult:
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "attempts": self.attempts,
             "raw_outputs": self.raw_outputs,
+            **(
+                {
+                    "thinking": self.thinking,
+                    "reasoning_tokens": self.reasoning_tokens,
+                    "thinking_cut": self.thinking_cut,
+                }
+                if self.thinking is not None
+                else {}
+            ),
         }
 
 

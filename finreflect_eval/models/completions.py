@@ -12,12 +12,11 @@ from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import install_hint
 from finreflect_eval.models._chat import ChatTemplate, tokenizer_info
 from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
-from finreflect_eval.models.openai import OpenAIModel
+from finreflect_eval.models.openai import LLAMA_CPP, OpenAIModel
 
 logger = logging.getLogger(__name__)
 
 # llama-server's `owned_by` in `GET /v1/models` (a constant of llama.cpp's server).
-LLAMA_CPP = "llamacpp"
 
 
 class CompletionsModel(OpenAIModel):
@@ -55,6 +54,12 @@ class CompletionsModel(OpenAIModel):
         trust_remote_code: bool = False,
         **kwargs: Any,
     ) -> None:
+        if kwargs.get("think") == "on" or kwargs.get("think_budget"):
+            raise FinReflectError(
+                "think=on: openai-completions holds the whole completion to the schema from its "
+                "first token; use the openai backend (chat), whose server starts it after the "
+                "thought"
+            )
         # Before the connection pool opens: a tokenizer that cannot load leaves nothing open.
         loaded = _load_tokenizer(tokenizer, kwargs.get("revision"), trust_remote_code)
         super().__init__(model, **kwargs)
@@ -89,9 +94,12 @@ class CompletionsModel(OpenAIModel):
         """The one prompt string the request becomes (see the class docstring)."""
         if self.chat_template is None:
             return request.plain_prompt()
-        text = self.chat_template.render(request)
+        text = self.chat_template.render(request, **self.thinking.template_switch())
         bos = self._tokenizer.bos_token
         return text.removeprefix(bos) if bos else text
+
+    def _thinking_fields(self) -> dict[str, Any]:
+        return {}  # the switch is in the prompt rendered here
 
     def _input(self, request: GenerationRequest) -> dict[str, Any]:
         return {"prompt": self.render(request)}

@@ -3,32 +3,36 @@ alias), with JSON-schema-constrained decoding through outlines and batched gener
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import logging
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, first_line
-from finreflect_eval._util.resources import cache_root, install_hint
-from finreflect_eval.models._base import (
-    LM,
-    AtLeastOne,
-    AtLeastZero,
-    ReplicaPlan,
-    hub_commit,
-)
+from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, ReplicaPlan, hub_commit
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._chat import ChatTemplate, added_bos, tokenizer_info
-from finreflect_eval.models._gguf import convert_gguf
+from finreflect_eval.models._generate_args import each_step, row_limits, sampling_args, until
+from finreflect_eval.models._gguf import checkpoint_source
 from finreflect_eval.models._grammar import StructuredBackend, compile_generator, grammar_engine
+from finreflect_eval.models._hf_checks import (
+    FULL_PRECISION,
+    LOAD_ERRORS,
+    checked_settings,
+    require_libraries,
+)
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
 from finreflect_eval.models._requests import Completion, GenerationRequest, JsonSchema
-from finreflect_eval.models.embedded import EMBEDDED_MODELS
+from finreflect_eval.models._thinking import (
+    THINK_TAGS,
+    ThinkSetting,
+    resolve_thinking,
+    template_thinking,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -38,12 +42,6 @@ PROMPT_WEIGHT = 1 / 32
 
 # Batch sizes `auto` found, by checkpoint, dtype, device and max_batch_size: {tokens: size}.
 FITTED_BATCHES: dict[tuple, dict[int, int]] = {}
-
-DTYPES = ("auto", "float32", "float16", "bfloat16")
-FULL_PRECISION = ("float32", "None")  # a config without a dtype means float32 weights
-DTYPE_ALIASES = {"float": "float32", "half": "float16"}  # torch's names, as lm-eval users write
-# Missing files, an unknown architecture, a device this machine lacks (torch asserts).
-LOAD_ERRORS = (OSError, ValueError, RuntimeError, AssertionError)
 
 
 class HFModel(LM):
@@ -68,6 +66,8 @@ class HFModel(LM):
             later prompts that start the same way (see `_prefix`); 0 turns reuse off.
         attn_implementation: transformers' attention kernel; None: flash_attention_2 on a GPU
             where flash-attn is installed, else transformers' default (SDPA).
+        think, think_budget: a reasoning model's thinking (`_thinking`): on, in two phases in
+            one sequence, a free thought, then the answer held to the schema.
     """
 
     backend = "hf"
@@ -90,6 +90,8 @@ class HFModel(LM):
         structured_backend: StructuredBackend = "llguidance",
         prefix_cache_tokens: int = 16384,
         attn_implementation: str | None = None,
+        think: ThinkSetting | None = None,
+        think_budget: AtLeastOne | None = None,
     ) -> None:
         self.auto_batch = batch_size == "auto"
         super().__init__(
@@ -102,16 +104,21 @@ class HFModel(LM):
         self.max_batch_size = max_batch_size
         self._fitted_length = 0  # the request length the automatic batch size was found for
         # Settings, then libraries, before anything is converted, downloaded or loaded.
-        dtype = _checked_settings(dtype, device, device_map, prefix_cache_tokens)
-        _require_libraries(structured_backend)
+        dtype = checked_settings(dtype, device, device_map, prefix_cache_tokens)
+        require_libraries(structured_backend)
         self.structured_backend = structured_backend
         self.trust_remote_code = trust_remote_code
-        source = self._checkpoint(model, gguf_file)
+        source, self.checkpoint_id = checkpoint_source(model, gguf_file, revision)
         self._load_model(source, dtype, device, device_map, attn_implementation)
         self._load_tokenizer(source)
         self.commit = hub_commit(source, revision)
         self._set_up_structured_decoding()
         self._set_up_prefix_reuse(prefix_cache_tokens)
+        vocabulary = self.tokenizer.get_vocab()
+        self.thinking = resolve_thinking(
+            think, think_budget, model=model, **template_thinking(self.chat_template, vocabulary)
+        )
+        self._think_end_id = vocabulary.get(THINK_TAGS.end)
 
     @classmethod
     def replica_plan(
@@ -131,6 +138,7 @@ class HFModel(LM):
             "dtype": self.dtype,
             "structured_backend": self.structured_backend,
             **(self.chat_template.identity() if self.chat_template else {}),
+            **self.thinking.identity(),
         }
 
     def resolved(self) -> dict[str, Any]:
@@ -144,46 +152,10 @@ class HFModel(LM):
             "dtype": str(self.hf_model.dtype).removeprefix("torch."),
             "num_parameters": self.hf_model.num_parameters(),
             **tokenizer_info(self.tokenizer, template and template.text, self.context_length),
+            **self.thinking.record(),
         }
 
     # --- loading ---
-
-    def _checkpoint(self, model: str, gguf_file: str | None) -> str:
-        """The folder or Hub id to load; GGUF checkpoints are converted once and cached."""
-        embedded = EMBEDDED_MODELS.get(model)
-        if embedded is not None:
-            checksum = embedded.sha256()
-            converted = cache_root() / "converted" / f"{model}-{(checksum or 'unknown')[:16]}"
-            self.checkpoint_id = converted.name
-            if not (converted / "config.json").exists():
-                gguf_path = embedded.gguf_path()
-                convert_gguf(gguf_path.parent, gguf_path.name, converted, self.revision)
-            return str(converted)
-        path = Path(model).expanduser()
-        if model.startswith(("/", "./", "../", "~")) and not path.exists():  # a path, not an id
-            raise FinReflectError(f"cannot load model '{model}': no such file or folder")
-        if path.suffix == ".gguf" and path.is_file():
-            model, gguf_file = str(path.parent), path.name
-        self.checkpoint_id = str(Path(model).resolve()) if Path(model).exists() else model
-        if gguf_file is None:
-            return str(Path(model).resolve()) if Path(model).exists() else model
-        stat = (Path(model) / gguf_file).stat() if Path(model).exists() else None
-        key = hashlib.sha256(
-            json.dumps(
-                [
-                    self.checkpoint_id,
-                    gguf_file,
-                    self.revision,
-                    stat and stat.st_size,
-                    stat and stat.st_mtime_ns,
-                ]
-            ).encode()
-        ).hexdigest()[:16]
-        converted = cache_root() / "converted" / f"{Path(gguf_file).stem}-{key}"
-        self.checkpoint_id = f"{self.checkpoint_id}/{gguf_file}"
-        if not (converted / "config.json").exists():
-            convert_gguf(model, gguf_file, converted, self.revision)
-        return str(converted)
 
     def _load_model(
         self,
@@ -301,7 +273,8 @@ class HFModel(LM):
         template writes is left to the tokenizer, which adds one), else the plain prompt."""
         if self.chat_template is None:
             return request.plain_prompt()
-        return self.chat_template.render(request).removeprefix(self._added_bos)
+        switch = self.thinking.template_switch()
+        return self.chat_template.render(request, **switch).removeprefix(self._added_bos)
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
         # Requests that share a schema and sampling parameters run as one batch.
@@ -328,26 +301,95 @@ class HFModel(LM):
         return completions  # type: ignore[return-value]
 
     def _complete_group(self, group: list[GenerationRequest]) -> list[Completion]:
-        """One batched generate call for requests with the same schema and sampling."""
-        import torch
-
-        first = group[0]
+        """One batched generate call for requests with the same schema and sampling (two for a
+        model that thinks: the thoughts, then the answers)."""
         # The grammar first (a new tokenizer's engine takes seconds): its wait and the first
         # step's (llguidance compiles its kernel) come apart, the prompts' progress between.
-        generator = self._generator(first.schema)
+        generator = self._generator(group[0].schema)
         prompts = [self.model_input(request) for request in group]
-        sampling: dict[str, Any] = {"do_sample": first.temperature > 0}
-        if first.temperature > 0:
-            # Unset top_p/top_k: the checkpoint's generation config decides, as in transformers.
-            sampling.update(temperature=first.temperature, **first.sampling_options())
-        else:  # greedy: don't let the checkpoint's sampling defaults leak in
-            sampling.update(temperature=None, top_p=None, top_k=None)
+        if self.thinking.on:
+            return self._think_then_answer(group, prompts, generator)
+        texts, read, reused = self._batch(group[0], prompts, generator)
+        return [
+            Completion(
+                text=text,
+                prompt_tokens=tokens,
+                completion_tokens=self._length(text),
+                cached_prompt_tokens=cached,
+            )
+            for tokens, text, cached in zip(read, texts, reused, strict=True)
+        ]
+
+    def _think_then_answer(
+        self, group: list[GenerationRequest], prompts: list[str], generator: Any
+    ) -> list[Completion]:
+        """Each request's thought, free, until its end-of-thinking token or the budget (where
+        the end is written for it), then its answer held to the schema in the same sequence
+        (the prompt's cached positions reused), within what is left of `max_tokens`."""
+        first, budget, tags = group[0], self.thinking.budget, THINK_TAGS
+        limit = min(first.max_tokens, budget or first.max_tokens)
+        thoughts, read, reused = self._batch(first, prompts, None, limit, stop=self._think_end_id)
+        completions: list[Completion | None] = [None] * len(group)
+        answering: list[int] = []
+        for row, ids in enumerate(thoughts):
+            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            # Ended with room for an answer; or cut at a budget below max_tokens (the end is
+            # written for it); else it did not end (max_tokens, or an end of turn inside it).
+            ended = bool(ids) and ids[-1] == self._think_end_id and len(ids) < first.max_tokens
+            cut = not ended and budget is not None and len(ids) >= budget < first.max_tokens
+            thinking, _, _ = tags.split(text if ended else text + tags.end)
+            completions[row] = Completion(
+                text=None if ended or cut else "",
+                prompt_tokens=read[row],
+                completion_tokens=len(ids),
+                cached_prompt_tokens=reused[row],
+                thinking=thinking,
+                reasoning_tokens=len(ids),
+                thinking_cut=cut,
+                thinking_ended=ended or cut,
+            )
+            if ended or cut:
+                prompts[row] += text + ("" if ended else f"\n{tags.end}") + tags.after
+                answering.append(row)
+        if answering:
+            left = [first.max_tokens - len(thoughts[row]) for row in answering]
+            answers, _, _ = self._batch(
+                first, [prompts[row] for row in answering], generator, max(left), limits=left
+            )
+            for row, answer in zip(answering, answers, strict=True):
+                done = completions[row]
+                completions[row] = replace(
+                    done,
+                    text=answer,
+                    completion_tokens=done.completion_tokens + self._length(answer),
+                )
+        return completions  # type: ignore[return-value]
+
+    def _batch(
+        self,
+        first: GenerationRequest,
+        prompts: list[str],
+        generator: Any,
+        max_new_tokens: int | None = None,
+        *,
+        stop: int | None = None,
+        limits: list[int] | None = None,
+    ) -> tuple[list[Any], list[int], list[int]]:
+        """Generate for `prompts` with `first`'s sampling, up to `max_new_tokens` (default its
+        `max_tokens`; `limits`: each row's own, lower): through the outlines `generator` (the
+        texts), or, without one, free up to the `stop` token (each row's new token ids). Also
+        each row's prompt tokens as the model reads them, and those reused from the cache."""
+        import torch
+        from transformers import StoppingCriteriaList
+
+        max_new_tokens = max_new_tokens or first.max_tokens
+        sampling = sampling_args(first)
         # The same tokens outlines will pass to generate (it tokenizes the same way).
         input_ids, attention_mask = self.outlines_model.tokenizer.encode(prompts)
         prompt_tokens = int(attention_mask.sum())
-        # The work: the prompts, then one unit a row each decoding step, up to max_tokens.
+        # The work: the prompts, then one unit a row each decoding step, up to max_new_tokens.
         on_work = self.decoding_progress(
-            len(group), prompt_tokens * PROMPT_WEIGHT + len(group) * first.max_tokens
+            len(prompts), prompt_tokens * PROMPT_WEIGHT + len(prompts) * max_new_tokens
         )
         on_prompt = on_work and (lambda tokens: on_work(tokens * PROMPT_WEIGHT))
         prefilled = self.prefix_cache and self.prefix_cache.batch_cache(
@@ -355,36 +397,50 @@ class HFModel(LM):
         )
         self.stats["prompt_tokens"] += prompt_tokens
         read = [int(n) for n in attention_mask.sum(1)]  # each row's prompt, as the model reads it
-        reused = [0] * len(group)
+        reused = [0] * len(prompts)
         if prefilled:
             prefilled_cache, computed = prefilled
             sampling[self.prefix_cache.keyword] = prefilled_cache
-            self.stats["prompt_tokens_computed"] += sum(computed) + len(group)  # + each last
+            self.stats["prompt_tokens_computed"] += sum(computed) + len(prompts)  # + each last
             # All but each row's last prompt token are cached: those not computed were reused.
             reused = [n - 1 - new for n, new in zip(read, computed, strict=True)]
         else:
             self.stats["prompt_tokens_computed"] += input_ids.numel()  # padding included
+        criteria = []
         if on_work is not None:
             # The first step computes what the prefix cache left: each row's last prompt token.
-            prompt_left = (len(group) if prefilled else prompt_tokens) * PROMPT_WEIGHT
-            sampling["stopping_criteria"] = each_step(on_work, len(group), prompt_left)
+            prompt_left = (len(prompts) if prefilled else prompt_tokens) * PROMPT_WEIGHT
+            criteria.append(each_step(on_work, len(prompts), prompt_left))
+        if limits is not None:
+            criteria.append(row_limits(limits, input_ids.shape[1]))
+        if criteria:
+            sampling["stopping_criteria"] = StoppingCriteriaList(criteria)
         torch.manual_seed(first.seed)
         with torch.inference_mode():
-            texts = generator.batch(
-                prompts,
-                max_new_tokens=first.max_tokens,
+            if generator is not None:
+                outputs = generator.batch(
+                    prompts,
+                    max_new_tokens=max_new_tokens,
+                    pad_token_id=self.tokenizer.pad_token_id,
+                    **sampling,
+                )
+                return outputs, read, reused
+            device = self.hf_model.device
+            generated = self.hf_model.generate(
+                input_ids=input_ids.to(device),
+                attention_mask=attention_mask.to(device),
+                max_new_tokens=max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
+                eos_token_id=[stop, self.tokenizer.eos_token_id],
                 **sampling,
             )
-        return [
-            Completion(
-                text=text,
-                prompt_tokens=tokens,
-                completion_tokens=len(self.tokenizer(text, add_special_tokens=False).input_ids),
-                cached_prompt_tokens=cached,
-            )
-            for tokens, text, cached in zip(read, texts, reused, strict=True)
-        ]
+        new = generated[:, input_ids.shape[1] :].tolist()
+        ends = {stop, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        return [until(row, ends) for row in new], read, reused
+
+    def _length(self, text: str) -> int:
+        """The tokens of a generated text."""
+        return len(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def fit_batch_size(self, requests: list[GenerationRequest]) -> None:
         if not self.auto_batch or not requests:
@@ -438,60 +494,3 @@ class HFModel(LM):
         for name in ("outlines_model", "hf_model"):
             if hasattr(self, name):
                 delattr(self, name)
-
-
-def _checked_settings(
-    dtype: str, device: str | None, device_map: str | None, prefix_cache_tokens: int
-) -> str:
-    """Check the settings that need no library (a one-line error before anything is imported or
-    loaded); `dtype` under our name for it (torch's `float` and `half` are float32, float16)."""
-    if device and device_map:
-        raise FinReflectError(f"give device ({device}) or device_map ({device_map}), not both")
-    dtype = DTYPE_ALIASES.get(dtype, dtype)
-    if dtype not in DTYPES:
-        raise FinReflectError(f"dtype '{dtype}' is not one of {', '.join(DTYPES)}")
-    if prefix_cache_tokens < 0:
-        raise FinReflectError(
-            f"prefix_cache_tokens={prefix_cache_tokens}: give 0 (no reuse) or more positions"
-        )
-    return dtype
-
-
-def _require_libraries(structured_backend: str) -> None:
-    """A one-line error naming the extra to install where a library the backend needs (or the
-    one `structured_backend` names) is missing."""
-    try:
-        import outlines  # noqa: F401
-        import torch  # noqa: F401
-        import transformers  # noqa: F401
-    except ImportError as exc:
-        raise FinReflectError(
-            f"the hf backend needs {exc.name}: {install_hint('hf')} "
-            "(on a CPU-only machine: pip install torch==2.13.0 first)"
-        ) from None
-    if importlib.util.find_spec(structured_backend) is None:  # each is its module's name
-        extra = "xgrammar" if structured_backend == "xgrammar" else "hf"
-        raise FinReflectError(
-            f"structured_backend '{structured_backend}' needs {structured_backend}: "
-            f"{install_hint(extra)}"
-        )
-
-
-def each_step(on_work: Callable[[float], None], rows: int, prompt_left: float) -> Any:
-    """Stopping criteria for transformers' `generate` that never stop but tell `on_work` of each
-    decoding step (`rows` units, and `prompt_left` more at the first step). `generate` calls
-    them once a step, after the logits processors (outlines' grammar), whatever the batch or
-    the sampling. No device sync: they answer with a fresh all-False tensor."""
-    import torch
-    from transformers import StoppingCriteria, StoppingCriteriaList
-
-    class EachStep(StoppingCriteria):
-        def __init__(self) -> None:
-            self.prompt_left = prompt_left
-
-        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            on_work(rows + self.prompt_left)
-            self.prompt_left = 0.0
-            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
-
-    return StoppingCriteriaList([EachStep()])

@@ -10,13 +10,14 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.redaction import REDACTED, redact, redact_text, redact_url
+from finreflect_eval.models._answers import one_line, owner, parse_answer
 from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, PositiveSeconds, Seconds
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._endpoint import api_root, require_httpx
@@ -26,13 +27,15 @@ from finreflect_eval.models._requests import (
     JsonSchema,
     closed_schema,
 )
+from finreflect_eval.models._thinking import Thinking, ThinkSetting, resolve_thinking
 
 if TYPE_CHECKING:
     import httpx
 
 logger = logging.getLogger(__name__)
 
-EXCERPT_CHARS = 200
+LLAMA_CPP = "llamacpp"  # llama-server's `owned_by`
+
 PROBE_TIMEOUT = 10.0  # seconds for the first `GET /models`: any server answers it at once
 # An answer's size limit: a generous bound per token asked for (long tokens, JSON-escaped as
 # \uXXXX, stay well under 64 bytes on average) plus room for the rest of the body. A larger answer
@@ -67,6 +70,14 @@ class OpenAIModel(LM):
             each waiting out its retries against a dead server.
         extra_body: fields merged into every request body (over the standard ones), e.g.
             `{"chat_template_kwargs": {"enable_thinking": False}}`. Part of the cache identity.
+        think, think_budget: a reasoning model's thinking (`_thinking`), as the server's chat
+            template switch (`enable_thinking`) and its budget field (vLLM's
+            `thinking_token_budget`, llama-server's `thinking_budget_tokens`). Unset: the
+            model's own way. Whatever the setting, a thought the server returns apart
+            (`reasoning_content`, `reasoning`: `vllm serve --reasoning-parser`, llama-server's
+            `--reasoning-format`) is kept apart from the answer.
+        reasoning_effort: the effort a reasoning model is asked for (OpenAI's field: gpt-oss
+            behind `vllm serve` reads it into its harmony system message).
     """
 
     backend = "openai"
@@ -92,6 +103,9 @@ class OpenAIModel(LM):
         deadline: PositiveSeconds = 600.0,
         failure_budget: AtLeastOne = 3,
         extra_body: dict[str, Any] | None = None,
+        think: ThinkSetting | None = None,
+        think_budget: AtLeastOne | None = None,
+        reasoning_effort: Literal["low", "medium", "high"] | None = None,
     ) -> None:
         super().__init__(
             model, revision=revision, cache=cache, batch_size=batch_size, max_retries=max_retries
@@ -102,6 +116,13 @@ class OpenAIModel(LM):
         if extra_body is not None and not isinstance(extra_body, dict):
             raise FinReflectError(f"extra_body must be a dict, got {extra_body!r}")
         self.extra_body = extra_body or {}
+        # A server's template is not seen here: what is asked is what is recorded.
+        self.thinking = resolve_thinking(
+            think, think_budget, model=model, switch=True, always=False, can_think=True
+        )
+        if think is None and think_budget is None:
+            self.thinking = Thinking("native", default=True)
+        self.reasoning_effort = reasoning_effort
         self._set_limits(
             max_concurrency, http_retries, failure_budget, backoff, max_backoff, timeout, deadline
         )
@@ -195,6 +216,15 @@ class OpenAIModel(LM):
             **super().identity(),
             "base_url": self.endpoint,
             "extra_body": redact(self.extra_body),
+            **self.thinking.identity(),
+            **({"reasoning_effort": self.reasoning_effort} if self.reasoning_effort else {}),
+        }
+
+    def resolved(self) -> dict[str, Any]:
+        return {
+            **super().resolved(),
+            **self.thinking.record(),
+            "reasoning_effort": self.reasoning_effort,
         }
 
     def close(self) -> None:
@@ -239,7 +269,28 @@ class OpenAIModel(LM):
         }
         if request.schema is not None:
             body.update(self._constraint(request.schema))
-        return {**body, **self.extra_body}
+        body.update(self._thinking_fields())
+        extra = dict(self.extra_body)
+        given = extra.get("chat_template_kwargs")
+        if "chat_template_kwargs" in body and isinstance(given, dict):
+            extra["chat_template_kwargs"] = {**body["chat_template_kwargs"], **given}
+        return {**body, **extra}
+
+    def _thinking_fields(self) -> dict[str, Any]:
+        """The body's thinking fields: the server's chat-template switch, and the budget under
+        the name the server reads it by."""
+        fields: dict[str, Any] = {}
+        if self.reasoning_effort:
+            fields["reasoning_effort"] = self.reasoning_effort
+        switch = self.thinking.template_switch()
+        if switch:
+            fields["chat_template_kwargs"] = switch
+        if self.thinking.budget:
+            llama = self.served_by == LLAMA_CPP
+            fields["thinking_budget_tokens" if llama else "thinking_token_budget"] = (
+                self.thinking.budget
+            )
+        return fields
 
     def _input(self, request: GenerationRequest) -> dict[str, Any]:
         """The body's prompt fields: chat messages (a bare prompt is one user turn)."""
@@ -289,9 +340,9 @@ class OpenAIModel(LM):
                 )
             except httpx.HTTPError as exc:
                 raise FinReflectError(
-                    f"cannot reach the endpoint {self.endpoint}: {_one_line(_describe(exc))}"
+                    f"cannot reach the endpoint {self.endpoint}: {one_line(_describe(exc))}"
                 ) from None
-            self.served_by = _owner(response)
+            self.served_by = owner(response)
             self._reachable = True
 
     def _send(self, request: GenerationRequest) -> Completion:
@@ -335,7 +386,7 @@ class OpenAIModel(LM):
                     deadline = deadline or time.monotonic() + self.deadline
                     response = self._post(url, body, deadline, limit)
             except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
-                problem = _one_line(_describe(exc))
+                problem = one_line(_describe(exc))
             except _DeadlinePassed:
                 return Completion(
                     text=None, error=f"no answer within the {self.deadline:g} s deadline"
@@ -347,11 +398,11 @@ class OpenAIModel(LM):
                     f"(max_tokens {max_tokens}); not kept",
                 )
             except httpx.HTTPError as exc:  # e.g. an unsupported URL: retrying cannot help
-                return Completion(text=None, error=_one_line(_describe(exc)))
+                return Completion(text=None, error=one_line(_describe(exc)))
             else:
                 if response.is_success:
-                    return _parse(response, self._answer_text)
-                problem = _one_line(f"HTTP {response.status_code}: {response.text}")
+                    return parse_answer(response, self._answer_text)
+                problem = one_line(f"HTTP {response.status_code}: {response.text}")
                 # Retry what the OpenAI SDK retries; other 4xx (bad request, auth) will not change.
                 if response.status_code not in (408, 429) and response.status_code < 500:
                     return Completion(text=None, error=problem)
@@ -431,49 +482,6 @@ def _endpoint_slots(base_url: str, size: int) -> threading.Semaphore:
     return slots
 
 
-def _parse(response: httpx.Response, answer_text: Callable[[Any], Any]) -> Completion:
-    try:
-        data = response.json()
-        text = answer_text(data["choices"][0])
-    except (ValueError, KeyError, IndexError, TypeError):
-        text = None
-    if not isinstance(text, str):  # e.g. `content` as an object, or a null answer
-        return Completion(text=None, error=_one_line(f"malformed response: {response.text}"))
-    usage = data.get("usage")
-    usage = usage if isinstance(usage, dict) else {}
-    details = usage.get("prompt_tokens_details")
-    return Completion(
-        text=text,
-        prompt_tokens=_count(usage.get("prompt_tokens")),
-        completion_tokens=_count(usage.get("completion_tokens")),
-        # OpenAI's field for prompt tokens served from the server's prompt cache (vLLM's with
-        # --enable-prompt-tokens-details, llama-server's).
-        cached_prompt_tokens=_cached(details, _count(usage.get("prompt_tokens"))),
-    )
-
-
-def _cached(details: Any, prompt_tokens: int) -> int | None:
-    """The prompt tokens a server says it served from its cache (at most the prompt's); None
-    where it does not say."""
-    if not isinstance(details, dict) or details.get("cached_tokens") is None:
-        return None
-    return min(_count(details["cached_tokens"]), prompt_tokens)
-
-
-def _owner(response: httpx.Response) -> str | None:
-    """The `owned_by` of the first model a `GET /models` answer lists, or None."""
-    try:
-        owner = response.json()["data"][0]["owned_by"]
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
-    return owner if isinstance(owner, str) else None
-
-
-def _count(value: Any) -> int:
-    """A token count from a server, or 0 for anything that is not a plain count."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
-
-
 def _describe(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
@@ -485,8 +493,3 @@ def _retry_after(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return seconds if seconds >= 0 else None  # also rejects NaN
-
-
-def _one_line(text: str) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= EXCERPT_CHARS else flat[: EXCERPT_CHARS - 1] + "…"

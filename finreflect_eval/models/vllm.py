@@ -13,6 +13,7 @@ from typing import Any, Literal, get_args
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.resources import install_hint
+from finreflect_eval.models import _harmony
 from finreflect_eval.models._base import (
     LM,
     AtLeastOne,
@@ -23,6 +24,14 @@ from finreflect_eval.models._base import (
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._chat import ChatTemplate, chat_messages, tokenizer_info
 from finreflect_eval.models._requests import Completion, GenerationRequest, Message, closed_schema
+from finreflect_eval.models._thinking import (
+    ALWAYS_THINKING,
+    HARMONY,
+    ThinkSetting,
+    family_parser,
+    resolve_thinking,
+    template_thinking,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -46,19 +55,32 @@ def structured_outputs_config(backend: str) -> dict[str, Any]:
     return {"backend": backend, "disable_any_whitespace": True}
 
 
-def sampling_params(request: GenerationRequest) -> Any:
-    """vLLM's `SamplingParams` for one request (vLLM >= 0.12 structured-outputs API)."""
+def sampling_params(
+    request: GenerationRequest, think_budget: int | None = None, harmony: bool = False
+) -> Any:
+    """vLLM's `SamplingParams` for one request (vLLM >= 0.12 structured-outputs API): its JSON
+    schema, or for gpt-oss (`harmony`) the structural tag that holds only the final channel to
+    it, with harmony's stop tokens; a thinking model's `think_budget`."""
     from vllm import SamplingParams
     from vllm.sampling_params import StructuredOutputsParams
 
+    structured = None
+    if request.schema is not None and harmony:
+        structured = StructuredOutputsParams(structural_tag=_harmony.structural_tag(request.schema))
+    elif request.schema is not None:
+        structured = StructuredOutputsParams(json=closed_schema(request.schema))
     return SamplingParams(
         max_tokens=request.max_tokens,
         temperature=request.temperature,
         seed=request.seed,
         **request.sampling_options(),  # unset: vLLM's defaults (no top-p or top-k cut)
-        structured_outputs=None
-        if request.schema is None
-        else StructuredOutputsParams(json=closed_schema(request.schema)),
+        **({"thinking_token_budget": think_budget} if think_budget else {}),
+        **(
+            {"stop_token_ids": _harmony.stop_tokens(), "skip_special_tokens": False}
+            if harmony
+            else {}
+        ),
+        structured_outputs=structured,
     )
 
 
@@ -80,8 +102,15 @@ class VLLMModel(LM):
         structured_backend: vLLM's engine for JSON-schema constrained decoding: xgrammar
             (vLLM's first choice), guidance (llguidance) or outlines.
         seed: the engine's seed; each request also carries its own.
-        enable_thinking: passed to the chat template (Qwen3-style reasoning switch); None leaves
-            the template's default.
+        think, think_budget: a reasoning model's thinking (`_thinking`): on, the engine's
+            reasoning parser starts the grammar where the thought ends, and the same parser
+            (vLLM's own class) splits each output into thought and answer; the budget is vLLM's
+            `thinking_token_budget`.
+        reasoning_parser: vLLM's parser for the model's thinking (`--reasoning-parser`); None:
+            the family's, by name (`FAMILY_PARSERS`).
+        reasoning_effort: gpt-oss's effort (low, medium, high; None: medium), in its harmony
+            system message; gpt-oss runs in harmony, rendered and parsed by openai-harmony.
+        enable_thinking: the earlier name of the switch (true: think=on, false: think=off).
         chat: use the chat template (`LLM.chat`) or plain text (`LLM.generate`); None decides by
             whether the tokenizer has a chat template.
     """
@@ -108,6 +137,10 @@ class VLLMModel(LM):
         trust_remote_code: bool = False,
         structured_backend: StructuredBackend = "xgrammar",
         seed: int = 0,
+        think: ThinkSetting | None = None,
+        think_budget: AtLeastOne | None = None,
+        reasoning_parser: str | None = None,
+        reasoning_effort: _harmony.ReasoningEffort | None = None,
         enable_thinking: bool | None = None,
         chat: bool | None = None,
     ) -> None:
@@ -119,24 +152,21 @@ class VLLMModel(LM):
             max_retries=max_retries,
         )
         structured_outputs = structured_outputs_config(structured_backend)
-        try:
-            import vllm
-
-            # Imported only to fail here, before a model loads, on a vLLM older than 0.12.
-            from vllm.sampling_params import StructuredOutputsParams  # noqa: F401
-        except ImportError:
-            raise FinReflectError(
-                f"the vllm backend needs vLLM >= 0.12: {install_hint('vllm')} "
-                "(GPU only; separate environment)"
-            ) from None
+        vllm = _import_vllm()
         self.dtype = dtype
         self.structured_backend = structured_backend
-        self.enable_thinking = enable_thinking
+        think = _switch_as_think(think, enable_thinking)
+        engine_parser = self._choose_parser(model, think, think_budget, reasoning_parser)
+        self.reasoning_effort = reasoning_effort or ("medium" if self.harmony else None)
+        if reasoning_effort is not None and not self.harmony:
+            raise FinReflectError(f"reasoning_effort is gpt-oss's (harmony), not {model}'s")
         optional = {
             name: value
             for name, value in (
                 ("max_model_len", max_model_len),
                 ("distributed_executor_backend", distributed_executor_backend),
+                # The engine starts the grammar where this parser sees the thought end.
+                ("reasoning_parser", engine_parser),
             )
             if value is not None
         }
@@ -161,8 +191,45 @@ class VLLMModel(LM):
         self.devices = tensor_parallel_size * pipeline_parallel_size
         model_config = getattr(getattr(self.llm, "llm_engine", None), "model_config", None)
         self.context_length = getattr(model_config, "max_model_len", None)
-        if enable_thinking is not None and not chat:
-            logger.warning("enable_thinking is ignored: %s is run without a chat template", model)
+        self._set_up_thinking(model, think, think_budget, tokenizer, engine_parser)
+
+    def _choose_parser(
+        self, model: str, think: str | None, budget: int | None, named: str | None
+    ) -> str | None:
+        """The model's reasoning parser (`named`, else its family's), and the one the engine
+        gets: where the model will think (as set, or as its family always does)."""
+        self.reasoning_parser = named or family_parser(model)
+        self.harmony = self.reasoning_parser == HARMONY
+        thinks = think == "on" or budget is not None
+        if thinks and self.reasoning_parser is None:
+            raise FinReflectError(
+                f"think=on on vllm: name {model}'s reasoning parser (reasoning_parser=NAME, as "
+                "vLLM's --reasoning-parser: qwen3, deepseek_r1, ...)"
+            )
+        native = think is None and self.reasoning_parser in ALWAYS_THINKING
+        return self.reasoning_parser if thinks or native else None
+
+    def _set_up_thinking(
+        self,
+        model: str,
+        think: str | None,
+        budget: int | None,
+        tokenizer: Any,
+        engine_parser: str | None,
+    ) -> None:
+        """The model's `think` setting, checked against what its template and format can do
+        (gpt-oss's harmony always thinks) and against the parser the engine got."""
+        capable = {"switch": False, "always": True, "can_think": True}  # harmony always thinks
+        if not self.harmony:
+            capable = template_thinking(self.chat_template, tokenizer.get_vocab())
+        self.thinking = resolve_thinking(think, budget, model=model, **capable)
+        if self.harmony and self.thinking.budget:
+            raise FinReflectError("think_budget: gpt-oss's thinking is set by reasoning_effort")
+        if self.thinking.on and engine_parser is None:
+            raise FinReflectError(
+                f"{model} thinks by default: name its reasoning parser (reasoning_parser=NAME)"
+            )
+        self._parser: Any = None  # vLLM's reasoning parser, made on first use (`_answer`)
 
     @classmethod
     def replica_plan(
@@ -190,9 +257,10 @@ class VLLMModel(LM):
             **super().identity(),
             "dtype": self.dtype,
             "structured_backend": self.structured_backend,
-            "enable_thinking": self.enable_thinking,
             "chat": self.chat,
             **(self.chat_template.identity() if self.chat_template else {}),
+            **self.thinking.identity(),
+            **({"reasoning_effort": self.reasoning_effort} if self.harmony else {}),
         }
 
     def resolved(self) -> dict[str, Any]:
@@ -204,6 +272,9 @@ class VLLMModel(LM):
             "device": _device_type(),
             "dtype": None if dtype is None else str(dtype).removeprefix("torch."),
             **tokenizer_info(tokenizer, template and template.text, self.context_length),
+            **self.thinking.record(),
+            "reasoning_parser": self.reasoning_parser if self.thinking.on else None,
+            "reasoning_effort": self.reasoning_effort,
         }
 
     def _messages(self, request: GenerationRequest) -> list[Message]:
@@ -214,32 +285,38 @@ class VLLMModel(LM):
 
     def prompt_length(self, request: GenerationRequest) -> int:
         tokenizer = self.llm.get_tokenizer()
+        if self.harmony:
+            return len(_harmony.render(request, self.reasoning_effort))
         if not self.chat:  # `LLM.generate` adds the tokenizer's special tokens (a BOS)
             return len(tokenizer(request.plain_prompt()).input_ids)
-        template_kwargs = {}
-        if self.enable_thinking is not None:
-            template_kwargs["enable_thinking"] = self.enable_thinking
         ids = tokenizer.apply_chat_template(
             self._messages(request),
             tokenize=True,
             add_generation_prompt=True,
-            **template_kwargs,
+            **self.thinking.template_switch(),
         )
         # transformers 5 returns a mapping (return_dict=True by default); 4.x a list of ids.
         return len(ids["input_ids"] if hasattr(ids, "keys") else ids)
 
     def _complete(self, requests: list[GenerationRequest]) -> list[Completion]:
-        params = [sampling_params(request) for request in requests]
+        params = [
+            sampling_params(request, self.thinking.budget, self.harmony) for request in requests
+        ]
         # One call for the whole batch: vLLM's scheduler batches across requests itself.
-        if self.chat:
-            template_kwargs = {}
-            if self.enable_thinking is not None:
-                template_kwargs["chat_template_kwargs"] = {"enable_thinking": self.enable_thinking}
+        if self.harmony:
+            effort = self.reasoning_effort
+            outputs = self.llm.generate(
+                [{"prompt_token_ids": _harmony.render(r, effort)} for r in requests],
+                sampling_params=params,
+                use_tqdm=False,
+            )
+        elif self.chat:
+            switch = self.thinking.template_switch()
             outputs = self.llm.chat(
                 [self._messages(request) for request in requests],
                 sampling_params=params,
                 use_tqdm=False,  # LM.generate shows the progress
-                **template_kwargs,
+                **({"chat_template_kwargs": switch} if switch else {}),
             )
         else:
             outputs = self.llm.generate(
@@ -249,14 +326,43 @@ class VLLMModel(LM):
             )
         return [
             Completion(
-                text=output.outputs[0].text,
                 prompt_tokens=len(output.prompt_token_ids or ()),
                 completion_tokens=len(output.outputs[0].token_ids),
                 # Automatic prefix caching's hits (a RequestOutput of vLLM's v1 engine says so).
                 cached_prompt_tokens=getattr(output, "num_cached_tokens", None),
+                **self._answer(output.outputs[0]),
             )
             for output in outputs
         ]
+
+    def _answer(self, output: Any) -> dict[str, Any]:
+        """A completion's text, and where the model thought, its thought apart: split by
+        openai-harmony (gpt-oss) or by vLLM's own reasoning parser, the one the engine used."""
+        if self.harmony:
+            thought, answer, ended = _harmony.parse(list(output.token_ids))
+            answer_tokens = len(_harmony.encoding().encode(answer))
+        elif self.thinking.on:
+            if self._parser is None:
+                from vllm.reasoning import ReasoningParserManager
+
+                parser = ReasoningParserManager.get_reasoning_parser(self.reasoning_parser)
+                self._parser = parser(self.llm.get_tokenizer())
+            thought, content = self._parser.extract_reasoning(output.text, None)
+            answer, ended = (content or "").strip(), content is not None
+            tokenizer = self.llm.get_tokenizer()
+            answer_tokens = len(tokenizer(answer, add_special_tokens=False).input_ids)
+        else:
+            return {"text": output.text}
+        tokens = len(output.token_ids)
+        reasoning = tokens - answer_tokens if ended else tokens
+        budget = self.thinking.budget
+        return {
+            "text": answer,
+            "thinking": None if thought is None else thought.strip(),
+            "reasoning_tokens": max(0, reasoning),
+            "thinking_cut": bool(budget) and reasoning >= budget,
+            "thinking_ended": ended,
+        }
 
     def close(self) -> None:
         """Shut the engine down now rather than at garbage collection, so the next model of the
@@ -293,3 +399,28 @@ def _device_type() -> str | None:
     except ImportError:
         return None
     return getattr(current_platform, "device_type", None) or None
+
+
+def _switch_as_think(think: str | None, enable_thinking: bool | None) -> str | None:
+    """`think` from the earlier `enable_thinking` switch where only that was given."""
+    if enable_thinking is None:
+        return think
+    alias = "on" if enable_thinking else "off"
+    if think is not None and think != alias:
+        raise FinReflectError(f"think={think} and enable_thinking={enable_thinking}: give one")
+    return alias
+
+
+def _import_vllm() -> Any:
+    """The vllm package; one line naming the extra where it is missing, or older than 0.12."""
+    try:
+        import vllm
+
+        # Imported only to fail here, before a model loads, on a vLLM older than 0.12.
+        from vllm.sampling_params import StructuredOutputsParams  # noqa: F401
+    except ImportError:
+        raise FinReflectError(
+            f"the vllm backend needs vLLM >= 0.12: {install_hint('vllm')} "
+            "(GPU only; separate environment)"
+        ) from None
+    return vllm

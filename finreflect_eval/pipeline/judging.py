@@ -87,6 +87,10 @@ def triple_verdicts_model(n_triples: int) -> type[BaseModel]:
     )
 
 
+# The model args that say how a judge thinks (`models._thinking`).
+THINK_ARGS = ("think", "think_budget", "reasoning_effort")
+
+
 class JudgeSpec(BaseModel):
     """One judge of a panel: a model, its backend and arguments, and its own generation
     overrides; `system_prefix` goes before the system prompt (e.g. "/no_think")."""
@@ -157,8 +161,9 @@ class Panel(BaseModel):
     def at_endpoints(self, endpoints: dict[str, str]) -> Panel:
         """The panel with the named judges served elsewhere: each an OpenAI-compatible endpoint
         (`vllm serve MODEL`, which may span GPUs or nodes), given as `{judge name: base URL}`.
-        The judge keeps its name, model, prompts and generation settings; a Qwen3-style
-        `enable_thinking` switch is passed to the server's chat template."""
+        The judge keeps its name, model, prompts and generation settings, and its thinking
+        (`think`, `think_budget`, gpt-oss's `reasoning_effort`), which the server is asked for
+        (`models._thinking`)."""
         names = {judge.name for judge in self.judges}
         unknown = sorted(set(endpoints) - names)
         if unknown:
@@ -171,10 +176,10 @@ class Panel(BaseModel):
             if judge.name not in endpoints:
                 judges.append(judge)
                 continue
-            args: dict[str, Any] = {"base_url": endpoints[judge.name]}
-            if judge.model_args.get("enable_thinking") is not None:
-                switch = {"enable_thinking": judge.model_args["enable_thinking"]}
-                args["extra_body"] = {"chat_template_kwargs": switch}
+            args: dict[str, Any] = {
+                "base_url": endpoints[judge.name],
+                **think_args(judge.model_args),
+            }
             judges.append(judge.model_copy(update={"backend": "openai", "model_args": args}))
         return self.model_copy(update={"judges": judges})
 
@@ -455,3 +460,16 @@ def judge(
     )
     run.store.save(run)
     return run
+
+
+def think_args(model_args: Mapping[str, Any]) -> dict[str, Any]:
+    """A judge's thinking settings as any backend takes them (`think`, `think_budget`,
+    `reasoning_effort`), the earlier `enable_thinking` switch as `think`."""
+    args = {key: model_args[key] for key in THINK_ARGS if model_args.get(key) is not None}
+    switch = model_args.get("enable_thinking")
+    if switch is not None:
+        alias = "on" if switch else "off"
+        given = args.setdefault("think", alias)
+        if given != alias:  # both, disagreeing: as given (a backend refuses such a pair)
+            args["think"] = f"{given} with enable_thinking {switch}"
+    return args

@@ -58,6 +58,7 @@ def settings_line(results: Results) -> str:
     if config.samples is not None:
         counts = ",".join(f"{task}={len(ids)}" for task, ids in config.samples.items())
         chosen += f", samples: ({counts})"
+    thinking = f", think: {config.thinking()}" if config.thinking() else ""
     replicas = ""
     if config.replicas:  # data parallel: how the requests were shared out
         shares = " + ".join(str(replica.requests) for replica in config.replicas)
@@ -65,7 +66,7 @@ def settings_line(results: Results) -> str:
     return (
         f"{model}, gen_kwargs: ({gen_kwargs or None}), limit: {config.limit}{chosen}, num_fewshot: "
         f"{shots.pop() if len(shots) == 1 else None}, batch_size: {config.batch_size}{found}"
-        f"{replicas}"
+        f"{thinking}{replicas}"
     )
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from finreflect_eval._util.tables import markdown_table
+from finreflect_eval.models import ModelSpec
+from finreflect_eval.models._thinking import expected_thought
 from finreflect_eval.pipeline.judging import Panel
 from finreflect_eval.pipeline.run_config import RunConfig
 from finreflect_eval.preflight._models import ModelCheck, free_bytes, gigabytes, hub_cache
@@ -96,6 +98,45 @@ def render_plan(
         f"{hub_cache()} ({gigabytes(free_bytes(hub_cache()))} free).",
         f"Output: {config.output_dir}",
     ]
+    thinking = thinking_rows(config, data, panel, totals[1:])
+    if thinking:
+        lines += [
+            "",
+            "Thinking (an estimate: a thought's tokens are the model's to choose; without a "
+            "budget, an assumption per family, docs/reasoning.md):",
+            "",
+            markdown_table(
+                ["role", "model", "thought per call", "from", "calls", "thinking tokens"],
+                thinking,
+            ),
+        ]
     if offline:
         lines.append(f"Hub: {offline}; what it would confirm came from the local cache.")
     return "\n".join(lines)
+
+
+def thinking_rows(
+    config: RunConfig, data: list[TaskData], panel: Panel | None, calls: list[int]
+) -> list[list[object]]:
+    """A row for each model of the run that will think: the tokens one call's thought is
+    expected to take (`_thinking.expected_thought`: at most its budget, else about the
+    family's assumption), its calls (`calls`: the candidate's, then each judge's), and their
+    product."""
+    models = []
+    if isinstance(config.model, ModelSpec) and data:
+        longest = max(item.task.config.generation_kwargs.max_gen_toks for item in data)
+        models.append(("candidate", config.model, longest, calls[0]))
+    for judge, n in zip(panel.judges if panel else [], calls[1:], strict=True):
+        if isinstance(judge.source, ModelSpec):  # not a model the caller loaded
+            longest = panel.generation(judge).max_gen_toks
+            models.append((f"judge {judge.name}", judge.model_spec, longest, n))
+    rows: list[list[object]] = []
+    for role, spec, max_tokens, n in models:
+        expected = expected_thought(spec.model, spec.args, max_tokens)
+        if expected is not None:
+            per_call, why = expected
+            bound = "≤" if "budget" in why else "≈"
+            rows.append(
+                [role, spec.model, f"{bound} {per_call:,}", why, n, f"{bound} {per_call * n:,}"]
+            )
+    return rows

@@ -33,6 +33,8 @@ class Usage(Record):
     """Of `prompt_tokens`, those the backend did not compute again (prompt-prefix reuse, a
     server's prompt cache); None where a backend that answered does not say."""
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of `completion_tokens`, those reasoning models spent thinking."""
     seconds: float | None = 0.0
     """Wall seconds the model spent on the calls (models that ran at once count each theirs);
     None where a call's samples were written before it was counted."""
@@ -65,6 +67,7 @@ class UsageRate(Record):
     prompt_tokens: float
     cached_prompt_tokens: float | None
     completion_tokens: float
+    reasoning_tokens: float = 0.0
     seconds: float | None
     device_seconds: float | None = None
     money: float | None = None
@@ -150,7 +153,10 @@ def money_text(value: float) -> str:
     return text or "0"
 
 
-COUNTS = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+COUNTS = (
+    "calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens",
+    "reasoning_tokens",
+)  # fmt: skip
 
 
 def figure_text(key: str, value: float | None, currency: str | None, rate: bool = False) -> str:

@@ -118,6 +118,18 @@ class LoadedModel(Record):
     data_parallel_size: int = 1
     """Replicas of the model that ran the requests (on Ray)."""
     replicas: list[ReplicaInfo] = []
+    think: Literal["off", "on", "none", "native"] | None = None
+    """How the model was run to think (`models._thinking`): off, on (a free thought, then the
+    answer held to its schema), none (a model that does not think), native (a server's model
+    at its own default); None: written before it was recorded."""
+    think_budget: int | None = None
+    """The tokens a thought could take before its end was written for it."""
+    think_default: bool | None = None
+    """`think` was the model's default, not set."""
+    reasoning_parser: str | None = None
+    """vLLM's reasoning parser that ended the thought and split it off (the vllm backend)."""
+    reasoning_effort: str | None = None
+    """gpt-oss's reasoning effort (its harmony system message)."""
 
 
 class ModelInfo(Record):

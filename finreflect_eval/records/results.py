@@ -66,6 +66,14 @@ class RunSettings(Record):
     """Where each part of the model ran (accelerate's map), where it was spread by one."""
     attn_implementation: str | None = None
     """transformers' attention kernel (hf backend)."""
+    think: str | None = None
+    """How the candidate was run to think: off, on, none (it does not think), native (a
+    server's model at its own default); None: not recorded (`models._thinking`)."""
+    think_budget: int | None = None
+    think_default: bool | None = None
+    """`think` was the model's default, not set."""
+    reasoning_parser: str | None = None
+    reasoning_effort: str | None = None
     use_cache: str | None = None
     """The response cache (as the manifest records it)."""
     limit: int | float | None = None
@@ -101,6 +109,18 @@ class RunSettings(Record):
     """The price table `cost` was priced with (`--prices`; None: no money counted)."""
     without_judge_rule: str | None = None
     """How a score without one judge decides an item its two other judges split on."""
+
+    def thinking(self) -> str | None:
+        """How the candidate thought, in words (`on, budget 512`, `on, effort high (the
+        model's default)`); None for a model that does not think or a run that did not say."""
+        if self.think in (None, "none"):
+            return None
+        parts = [self.think]
+        if self.think_budget:
+            parts.append(f"budget {self.think_budget}")
+        if self.reasoning_effort:
+            parts.append(f"effort {self.reasoning_effort}")
+        return ", ".join(parts) + (" (the model's default)" if self.think_default else "")
 
 
 class Agreement(Record):

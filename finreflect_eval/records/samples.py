@@ -48,6 +48,13 @@ class ModelCall(Record):
     """Answered from the run's response cache, or a copy of an identical request's answer."""
     prompt_tokens: int = Field(0, ge=0)
     completion_tokens: int = Field(0, ge=0)
+    reasoning_tokens: int = Field(0, ge=0)
+    """Of `completion_tokens`, those the model spent thinking (every attempt's)."""
+    thinking: str | None = None
+    """A reasoning model's thought before its accepted output (None: it did not think); never
+    parsed, never judged (see `models._thinking`)."""
+    thinking_cut: bool = False
+    """The thought reached the model's `think_budget`: its end was written for it."""
     cached_prompt_tokens: int | None = Field(None, ge=0)
     """Of `prompt_tokens`, those the backend did not compute again (prompt-prefix reuse, a
     server's prompt cache); None where the backend does not say (or the sample was written
@@ -63,9 +70,11 @@ class ModelCall(Record):
     """sha256 of the request (messages, schema and sampling settings)."""
 
     @model_validator(mode="after")
-    def _cached_within_prompt(self) -> ModelCall:
+    def _counts_within(self) -> ModelCall:
         if (self.cached_prompt_tokens or 0) > self.prompt_tokens:
             raise ValueError("cached_prompt_tokens is over prompt_tokens")
+        if self.reasoning_tokens > self.completion_tokens:
+            raise ValueError("reasoning_tokens is over completion_tokens")
         return self
 
     @property

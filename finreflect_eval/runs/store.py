@@ -40,7 +40,7 @@ LOCK = ".finreflect-eval.lock"
 # What `score` reads instead of the samples (see `RunStore.score_index`): derived, rebuilt by
 # every save, never needed (without it, scoring reads the samples).
 SCORE_INDEX = ".score-index"
-INDEX_FORMAT = "9"  # in the index's file names: bump when its files or their columns change
+INDEX_FORMAT = "10"  # in the index's file names: bump when its files or their columns change
 
 
 @dataclass

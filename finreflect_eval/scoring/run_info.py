@@ -14,6 +14,8 @@ from finreflect_eval.stats import metrics
 
 # lm-eval's top-level keys of the chat template and tokenizer: what loading the model resolved.
 LM_EVAL_TOP_LEVEL = set(LoadedModel.model_fields) & set(Results.model_fields)
+# How the candidate thought (`models._thinking`), into the `config` block.
+THINKING = {"think", "think_budget", "think_default", "reasoning_parser", "reasoning_effort"}
 
 
 def run_settings(manifest: Manifest, panel: str, bootstrap_iters: int) -> RunSettings:
@@ -36,6 +38,7 @@ def run_settings(manifest: Manifest, panel: str, bootstrap_iters: int) -> RunSet
         device=loaded.device or model.args.get("device"),
         device_map=loaded.device_map,
         attn_implementation=loaded.attn_implementation,
+        **loaded.model_dump(include=THINKING),
         use_cache=manifest.cache,
         # A manifest written before `arguments` holds the count only.
         limit=manifest.dataset.limit if given.limit is None else given.limit,

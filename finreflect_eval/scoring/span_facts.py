@@ -34,7 +34,7 @@ RULE_COUNTS = (*CHECK_RULES, "all_rules")
 # What the model calls of a span used, summed by step (extraction) or judge and criterion.
 USAGE_COUNTS = (
     "calls", "cache_hits", "cache_hit_tokens", "prompt_tokens", "cached_prompt_tokens",
-    "completion_tokens",
+    "completion_tokens", "reasoning_tokens",
 )  # fmt: skip
 _USAGE_FIELDS = [
     *((name, pa.int64()) for name in USAGE_COUNTS),
@@ -127,7 +127,10 @@ def usage_rows(calls: Sequence[ModelCall], **key: Callable[[ModelCall], str]) ->
             row["cache_hit_tokens"] += call.prompt_tokens + call.completion_tokens
             continue
         row["calls"] += 1
-        for name in ("prompt_tokens", "completion_tokens", "cached_prompt_tokens", "seconds"):
+        for name in (
+            "prompt_tokens", "cached_prompt_tokens", "completion_tokens", "reasoning_tokens",
+            "seconds",
+        ):  # fmt: skip
             value = getattr(call, name)
             row[name] = None if value is None or row[name] is None else row[name] + value
         if call.device_seconds is not None:

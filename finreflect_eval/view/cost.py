@@ -22,6 +22,7 @@ COLUMNS = (
         "prompt tokens the backend did not compute again (prefix reuse, a server's prompt cache)",
     ),
     ("completion_tokens", "completion tokens", "tokens written"),
+    ("reasoning_tokens", "of them thinking", "tokens a reasoning model wrote thinking"),
     ("seconds", "seconds", "wall seconds the model spent on the calls"),
     (
         "device_seconds",

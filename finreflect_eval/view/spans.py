@@ -165,6 +165,9 @@ def span_part(
         data["s"] = list(strings)  # the annotators' pseudonyms too
     if record.failed:
         data["failed"] = record.failures or ["the extraction failed"]
+    thoughts = [[step.step, step.thinking] for step in record.steps if step.thinking is not None]
+    if thoughts:  # a reasoning model's thinking, each step's (the page shows it collapsed)
+        data["k"] = thoughts
     keys = [extraction.triple_key(t) for t in record.triples]
     return SpanPart(dumps(data), mask, keys, labels)
 

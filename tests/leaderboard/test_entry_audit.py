@@ -145,9 +145,24 @@ def test_a_judge_at_another_revision_or_temperature_makes_a_community_entry():
         "judge phi-4 ran with temperature 0.7, not the panel's 0.0"
     ]
     thinking = small_as_pinned()
-    thinking[0].model_args["enable_thinking"] = True
+    thinking[0].model_args["think"] = "on"
     assert provenance_problems("small", thinking) == [
-        "judge qwen3-14b ran with enable_thinking True, not the panel's False"
+        "judge qwen3-14b ran with think 'on', not the panel's 'off'"
+    ]
+    # A run recorded before `think`: its switch counts as one; both, disagreeing, never match.
+    earlier = small_as_pinned()
+    del earlier[0].model_args["think"]
+    earlier[0].model_args["enable_thinking"] = False
+    assert provenance_problems("small", earlier) == []
+    earlier[0].model_args["think"] = "off"
+    earlier[0].model_args["enable_thinking"] = True
+    assert provenance_problems("small", earlier) == [
+        "judge qwen3-14b ran with think 'off with enable_thinking True', not the panel's 'off'"
+    ]
+    budget = small_as_pinned()
+    budget[0].model_args["think_budget"] = 64
+    assert provenance_problems("small", budget) == [
+        "judge qwen3-14b ran with think_budget 64, not the panel's None"
     ]
     prefixed = small_as_pinned()
     prefixed[1].system_prefix = "Say yes."

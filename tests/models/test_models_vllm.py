@@ -9,13 +9,11 @@ generation is faked (it needs a GPU), and the fake binds its arguments to the re
 from __future__ import annotations
 
 import copy
-import inspect
 import json
 import re
 import sys
 
 import pytest
-from support.real_vllm import EngineStart
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.resources import install_hint
@@ -29,33 +27,6 @@ from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.tasks.config import GenerationKwargs, TaskIndex
 
 SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-
-
-@pytest.fixture
-def engine_args_of(real_vllm, monkeypatch):
-    """A function: a model spec → the real `EngineArgs` vLLM built for it (or its exception)."""
-    import huggingface_hub
-    from vllm.entrypoints import llm as llm_module
-
-    # Offline (as tests run), vLLM's EngineArgs replaces a Hub id with its cached snapshot and
-    # refuses one that is not cached: right on a GPU machine, but the judges' weights are never
-    # here. Online, it names the model as given, which is what these tests check.
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
-
-    def stop(engine_args, **_):
-        raise EngineStart(engine_args)
-
-    monkeypatch.setattr(llm_module.LLMEngine, "from_engine_args", stop)
-
-    def engine_args_of(spec: ModelSpec):
-        try:
-            with load_model(spec):
-                pass
-        except EngineStart as start:
-            return start.engine_args
-        raise AssertionError("vllm.LLM returned without starting an engine")
-
-    return engine_args_of
 
 
 def bundled_vllm_models(tiny_model_dir) -> dict[str, ModelSpec]:
@@ -148,22 +119,6 @@ def every_request(task_name: str = "finreflect_smoke_reflection") -> list[Genera
     return requests
 
 
-@pytest.fixture(scope="module")
-def vllm_model_config(real_vllm, tiny_model_dir):
-    """A real `ModelConfig` and tokenizer (of the tiny local model: no download). vLLM inspects
-    a model's architecture in a child Python (unless ~/.cache/vllm holds the answer from an
-    earlier run), which must find this vLLM too: it lives outside the venv."""
-    import os
-
-    from vllm.config import ModelConfig
-    from vllm.tokenizers import get_tokenizer
-
-    folders = [os.path.dirname(real_vllm.__path__[0]), os.environ.get("PYTHONPATH", "")]
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("PYTHONPATH", os.pathsep.join(folder for folder in folders if folder))
-        yield ModelConfig(model=str(tiny_model_dir)), get_tokenizer(str(tiny_model_dir))
-
-
 @pytest.mark.parametrize("backend", STRUCTURED_BACKENDS)
 def test_vllm_validates_every_request_we_send(
     engine_args_of, vllm_model_config, tiny_model_dir, backend
@@ -182,87 +137,6 @@ def test_vllm_validates_every_request_we_send(
         )
         assert params.structured_outputs._backend == backend
     assert len(requests) == 2 + 4 * 3
-
-
-class EnginelessLLM:
-    """`vllm.LLM` up to the engine (real), then a fake engine: `chat`/`generate` bind their
-    arguments to the real methods' signatures, validate every SamplingParams with vLLM's own
-    code, and answer `{"answer": "ok"}` as real `RequestOutput`s."""
-
-    chat_template: str | None = "{{ messages }}"
-
-    def __init__(self, real_llm, model_config, tokenizer, **kwargs):
-        self.real_llm = real_llm
-        try:
-            real_llm(**kwargs)
-        except EngineStart as start:
-            self.engine_args = start.engine_args
-        self.model_config = model_config
-        self.tokenizer = tokenizer
-        self.calls = []
-        self.shutdowns = 0
-        engine_core = type("EngineCore", (), {"shutdown": lambda _: self._shutdown()})()
-        self.llm_engine = type("Engine", (), {"engine_core": engine_core})()
-
-    def _shutdown(self):
-        self.shutdowns += 1
-
-    def get_tokenizer(self):
-        tokenizer = self.tokenizer
-        tokenizer.chat_template = self.chat_template
-        return tokenizer
-
-    def chat(self, messages, sampling_params=None, **kwargs):
-        inspect.signature(self.real_llm.chat).bind(self, messages, sampling_params, **kwargs)
-        return self._answer("chat", messages, sampling_params, kwargs)
-
-    def generate(self, prompts, sampling_params=None, **kwargs):
-        inspect.signature(self.real_llm.generate).bind(self, prompts, sampling_params, **kwargs)
-        return self._answer("generate", prompts, sampling_params, kwargs)
-
-    def _answer(self, method, prompts, sampling_params, kwargs):
-        from vllm.outputs import CompletionOutput, RequestOutput
-
-        self.calls.append((method, prompts, sampling_params, kwargs))
-        for params in sampling_params:
-            if params.structured_outputs is not None:
-                params._validate_structured_outputs(
-                    self.model_config, self.engine_args.structured_outputs_config, self.tokenizer
-                )
-        return [
-            RequestOutput(
-                request_id=str(index),
-                prompt=None,
-                prompt_token_ids=list(range(len(prompt))),
-                prompt_logprobs=None,
-                outputs=[
-                    CompletionOutput(
-                        index=0,
-                        text=json.dumps({"answer": "ok"}),
-                        token_ids=[7, 7, 7],
-                        cumulative_logprob=None,
-                        logprobs=None,
-                        finish_reason="stop",
-                    )
-                ],
-                finished=True,
-            )
-            for index, prompt in enumerate(prompts)
-        ]
-
-
-@pytest.fixture
-def engineless(real_vllm, engine_args_of, vllm_model_config, monkeypatch):
-    """`vllm.LLM` replaced by `EnginelessLLM`; returns the class (its instances record calls)."""
-    real_llm = real_vllm.LLM
-    model_config, tokenizer = vllm_model_config
-
-    class LLM(EnginelessLLM):
-        def __init__(self, **kwargs):
-            super().__init__(real_llm, model_config, tokenizer, **kwargs)
-
-    monkeypatch.setattr(real_vllm, "LLM", LLM)
-    return LLM
 
 
 @pytest.mark.parametrize("enable_thinking", [False, None])
@@ -400,7 +274,8 @@ for line in json.load(sys.stdin):
                       "tensor_parallel_size": engine.tensor_parallel_size,
                       "max_model_len": engine.max_model_len,
                       "trust_remote_code": engine.trust_remote_code,
-                      "structured": [structured.backend, structured.disable_any_whitespace]}))
+                      "structured": [structured.backend, structured.disable_any_whitespace],
+                      "reasoning_parser": engine.reasoning_parser}))
 """
 
 
@@ -443,6 +318,14 @@ def test_readme_vllm_serve_recipe_for_the_paper_panel(real_vllm):
         assert engine["max_model_len"] == judge.model_args["max_model_len"]
         assert engine["trust_remote_code"] == judge.model_args.get("trust_remote_code", False)
         assert engine["structured"] == ["xgrammar", True]
+    # gpt-oss needs its parser (harmony's final channel alone is held to the schema); Qwen3's
+    # separates a thought, were one written; Nemotron's /no_think writes none.
+    parsers = {model: line["reasoning_parser"] for model, line in served.items()}
+    assert parsers == {
+        "Qwen/Qwen3-235B-A22B": "qwen3",
+        "openai/gpt-oss-120b": "openai_gptoss",
+        "nvidia/Llama-3_3-Nemotron-Super-49B-v1_5": "",
+    }
     endpoints = re.search(r"^ +--judge-endpoints (\S+)$", readme, re.M).group(1)
     judges = dict(item.split("=", 1) for item in endpoints.split(","))
     assert [j.backend for j in paper.at_endpoints(judges).judges] == ["openai"] * 3

@@ -223,11 +223,9 @@ def test_paper_panel_at_three_endpoints_stays_official():
     served = paper.at_endpoints(urls)
     assert [judge.backend for judge in served.judges] == ["openai"] * 3
     qwen, gpt_oss, nemotron = served.judges
-    assert qwen.model_args == {
-        "base_url": "http://node1:8000/v1",
-        "extra_body": {"chat_template_kwargs": {"enable_thinking": False}},
-    }
-    assert gpt_oss.model_args == {"base_url": "http://node2:8000/v1"}
+    # Each judge's thinking goes with it: the server is asked for it (models._thinking).
+    assert qwen.model_args == {"base_url": "http://node1:8000/v1", "think": "off"}
+    assert gpt_oss.model_args == {"base_url": "http://node2:8000/v1", "reasoning_effort": "medium"}
     assert nemotron.system_prefix == "/no_think" and nemotron.model == paper.judges[2].model
     assert served.generation(qwen) == paper.generation(paper.judges[0])
     members = [judge.model_dump() for judge in served.judges]

@@ -5,6 +5,7 @@ import json
 import shutil
 import socket
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -322,3 +323,34 @@ def test_panel_notes_are_validated(tmp_path, entry, message):
     panel = write_panel(tmp_path, [{"name": "j", "model": "org/name", **entry}])
     with pytest.raises(FinReflectError, match=message):
         load_panel(panel)
+
+
+def test_the_plan_estimates_the_thinking_of_each_model_a_vllm_judge_too(cli, tmp_path, real_vllm):
+    """A candidate thinking within a budget, a gpt-oss judge (it always thinks, at its effort)
+    and a judge with thinking off: the plan's thinking tokens per call are the budget, the
+    family's stated assumption, and none."""
+    cache_model(tmp_path, "example-org/qwen3-candidate", shards=1, present=1)
+    cache_model(tmp_path, "example-org/gpt-oss-judge", shards=1, present=1)
+    cache_model(tmp_path, "example-org/qwen3-judge", shards=1, present=1)
+    judges = [
+        {
+            "name": "oss",
+            "model": "example-org/gpt-oss-judge",
+            "backend": "vllm",
+            "model_args": {"reasoning_effort": "low"},
+        },
+        {"name": "qwen", "model": "example-org/qwen3-judge", "model_args": {"think": "off"}},
+    ]
+    args = ["run", "--model", "example-org/qwen3-candidate", "--model-args", "think_budget=512"]
+    args += ["--tasks", "finreflect_single_pass", "--dataset", "sample", "--limit", "2"]
+    args += ["--judges", write_panel(tmp_path, judges), "--check"]
+    vllm_folder = str(Path(real_vllm.__path__[0]).parent)  # the vllm backend's package
+    env = hub_env(tmp_path, PYTHONPATH=vllm_folder)
+    result = cli(*args, "--output-path", str(tmp_path / "out"), env=env)
+    assert result.returncode == 0, result.stderr
+    table = result.stdout.split("Thinking (an estimate")[1]
+    candidate = "| candidate | example-org/qwen3-candidate | ≤ 512 | its think_budget (512) |"
+    assert f"{candidate} 2 | ≤ 1,024 |" in table  # 2 extraction calls
+    judge = "| judge oss | example-org/gpt-oss-judge | ≈ 300 | assumed for openai_gptoss, effort"
+    assert f"{judge} low | 8 | ≈ 2,400 |" in table  # 4 criteria × 2 spans
+    assert "judge qwen" not in table  # thinking off: no thought to count

@@ -173,7 +173,7 @@ def judge_answer(body: dict[str, Any], verdict: int = 1, level: str = "good") ->
 
 class RecordingProxy(ThreadingHTTPServer):
     """Forwards every POST to a real server (`upstream`, a `/v1` URL) and keeps each request
-    body with the status it got and the `usage` it answered: what the real server received and
+    body with the status it got, the answer and its `usage`: what the real server received and
     counted, for the test to log and check."""
 
     daemon_threads = True
@@ -201,12 +201,19 @@ class _Forward(BaseHTTPRequestHandler):
         data = self.rfile.read(int(self.headers["Content-Length"]))
         status, reply = self._forward(data)
         try:
-            usage = json.loads(reply).get("usage")
+            answer = json.loads(reply)
+            usage = answer.get("usage")
         except (ValueError, AttributeError):
-            usage = None
+            answer = usage = None
         with self.server.lock:
             self.server.exchanges.append(
-                {"path": self.path, "body": json.loads(data), "status": status, "usage": usage}
+                {
+                    "path": self.path,
+                    "body": json.loads(data),
+                    "status": status,
+                    "usage": usage,
+                    "response": answer,
+                }
             )
         self._reply(status, reply)
 

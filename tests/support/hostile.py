@@ -196,8 +196,10 @@ def rename(folder: Path, renames: dict[str, str]) -> None:
 
 def _hostile_triples(line: str) -> str:
     """A samples line whose first triple's relation and types are markup (failing every
-    CheckRule, so the report lists their names)."""
+    CheckRule, so the report lists their names), and whose extraction thought is markup (a
+    reasoning model's thought, which the span browser shows)."""
     record = json.loads(line)
+    record["steps"][0]["thinking"] = payload("thinking")
     if record["triples"]:
         record["triples"][0].update(
             subject_type=entity("subject type"),

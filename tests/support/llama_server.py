@@ -23,7 +23,7 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 VERSION = "11434.0.0"
@@ -108,8 +108,11 @@ def _build_into(built: Path) -> None:
 
 
 @contextlib.contextmanager
-def serve(binary: Path, gguf: Path, log: Path, *, slots: int = 4) -> Iterator[str]:
-    """`llama-server` serving `gguf` on a free port of 127.0.0.1; yields its `/v1` URL."""
+def serve(
+    binary: Path, gguf: Path, log: Path, *, slots: int = 4, flags: Sequence[str] = ()
+) -> Iterator[str]:
+    """`llama-server` serving `gguf` on a free port of 127.0.0.1, with any more `flags`; yields
+    its `/v1` URL."""
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
@@ -127,6 +130,7 @@ def serve(binary: Path, gguf: Path, log: Path, *, slots: int = 4) -> Iterator[st
         str(4096 * slots),
         "--threads",
         "2",
+        *flags,
     ]
     with log.open("w") as output:
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT)

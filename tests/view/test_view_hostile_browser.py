@@ -1,6 +1,6 @@
 """Hostile markup through every field the report shows, in headless Chromium: a run whose span
 (id, company, ticker, section, text), reference triple, extracted triples (subject, relation,
-object, their types), failure message, CheckRules name, judges' names, reasoning and warnings,
+object, their types), the model's thought, failure message, CheckRules name, judges' names, reasoning and warnings,
 model name and dataset id are all markup (support/hostile.py), shown alone (the Graph tab's
 drawing too: entities, relation, types, the filing's name), side by side with another such run,
 and with markup in the URL's filter state. Nothing of it runs (no `xss` call,
@@ -99,6 +99,10 @@ def test_markup_in_every_field_of_a_run_shows_as_text(hostile):
         assert REFERENCE in [
             texts(line, "span") for line in card.locator(".reference .triple-text").all()
         ]
+        thought = card.locator(".part.run-a details.thinking")
+        assert thought.locator("summary").text_content() == "Thinking (extract)"
+        thought.locator("summary").click()  # opened, its text is the thought's, literally
+        assert thought.locator("pre").text_content() == payload("thinking")
         extracted.locator("button.verdict").first.click()
         votes = card.locator(".votes").first
         assert texts(votes, ".judge") == JUDGES

@@ -100,6 +100,11 @@
     box.append(el("h4", null, title));
     var judges = S.runs[r].judges;
     if (part.failed) box.append(el("p", "warning", "Extraction failed: " + part.failed.join("; ")));
+    (part.k || []).forEach(function (thought) {
+      var details = el("details", "thinking");
+      details.append(el("summary", null, "Thinking (" + thought[0] + ")"), el("pre", null, thought[1]));
+      box.append(details);
+    });
     var any = false;
     task.criteria.forEach(function (crit) {
       if (S.criteria[crit].per !== "span" || !part.v[crit] || !part.v[crit].length) return;

@@ -1,0 +1,67 @@
+"""What the hf backend gives transformers' `generate`: a request's sampling settings, and
+stopping criteria (one that reports each decoding step to the progress bar, one that ends each
+row of a batch at its own length)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from finreflect_eval.models._requests import GenerationRequest
+
+
+def sampling_args(request: GenerationRequest) -> dict[str, Any]:
+    """`generate`'s sampling arguments for a request: greedy at temperature 0 (the checkpoint's
+    sampling defaults kept out), else sampled with its top_p/top_k where set (unset: the
+    checkpoint's generation config decides, as in transformers)."""
+    if request.temperature > 0:
+        return {
+            "do_sample": True,
+            "temperature": request.temperature,
+            **request.sampling_options(),
+        }
+    return {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+
+
+def each_step(on_work: Callable[[float], None], rows: int, prompt_left: float) -> Any:
+    """A stopping criterion for transformers' `generate` that never stops but tells `on_work`
+    of each decoding step (`rows` units, and `prompt_left` more at the first step). `generate`
+    calls it once a step, after the logits processors (outlines' grammar), whatever the batch or
+    the sampling. No device sync: they answer with a fresh all-False tensor."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class EachStep(StoppingCriteria):
+        def __init__(self) -> None:
+            self.prompt_left = prompt_left
+
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            on_work(rows + self.prompt_left)
+            self.prompt_left = 0.0
+            return torch.zeros(input_ids.shape[0], dtype=torch.bool, device=input_ids.device)
+
+    return EachStep()
+
+
+def row_limits(limits: list[int], prompt_width: int) -> Any:
+    """A stopping criterion that ends row i of a batch after `limits[i]` new tokens (a thought
+    used the rest of its `max_tokens`)."""
+    import torch
+    from transformers import StoppingCriteria
+
+    class RowLimits(StoppingCriteria):
+        def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
+            done = (
+                torch.tensor(limits, device=input_ids.device) <= input_ids.shape[1] - prompt_width
+            )
+            return done
+
+    return RowLimits()
+
+
+def until(ids: list[int], ends: set[int]) -> list[int]:
+    """A row's new tokens up to and including the first that ends it (padding cut off)."""
+    for position, token in enumerate(ids):
+        if token in ends:
+            return ids[: position + 1]
+    return ids
