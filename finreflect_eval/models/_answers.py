@@ -36,7 +36,8 @@ def parse_answer(response: httpx.Response, answer_text: Callable[[Any], Any]) ->
     details = usage.get("prompt_tokens_details")
     completion_tokens = _count(usage.get("completion_tokens"))
     ended = True
-    if thought is None and THINK_TAGS.end in text:  # a server that leaves the thought inline
+    inline = THINK_TAGS.end in text or text.lstrip().startswith(THINK_TAGS.start)
+    if thought is None and inline:  # a server that leaves the thought inline
         thought, text, ended = THINK_TAGS.split(text)
     elif thought is not None:
         ended = bool(text.strip()) or choice.get("finish_reason") != "length"
