@@ -94,11 +94,14 @@ class RunEntry:
         return f"a submission of {self.model} with panel '{self.submission.results.judges.panel}'"
 
     def duplicate_key(self) -> tuple:
+        """What makes two entries the same: the model at its revision, thinking as it did (a
+        model thinking and not thinking are two entries), the panel and the data."""
         results = self.submission.results
         dataset = results.dataset
         return (
             self.model,
             results.config.model_revision,
+            results.config.thinking(),
             results.judges.panel,
             dataset.fingerprint,
             dataset.split,

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from finreflect_eval.models._thinking import body_thinking
 from finreflect_eval.pipeline.judging import (
     JudgeSpec,
     Panel,
@@ -26,7 +27,7 @@ from finreflect_eval.records import JudgeMember
 # and any test backend answer from a script and cast no judge's vote.
 ENGINES = ("hf", "vllm", "openai", "openai-completions")
 # Model args that change what a judge answers (placement, batch and connection args do not).
-OUTPUT_ARGS = ("dtype", "quantization", "chat", "tokenizer")
+OUTPUT_ARGS = ("dtype", "quantization", "chat", "tokenizer", "reasoning_parser")
 
 
 def provenance_problems(panel: str, members: list[JudgeMember]) -> list[str]:
@@ -101,14 +102,16 @@ def ran_revision(member: JudgeMember) -> str | None:
 
 
 def thinking_of(model_args: dict[str, Any]) -> dict[str, Any]:
-    """How a judge was asked to think (`judging.think_args`); a switch given to a server's chat
-    template in `extra_body` (as runs recorded it before `think`) counts as `think`."""
+    """How a judge was asked to think (`judging.think_args`), with what its `extra_body` asked
+    a server for, which wins there: a chat-template switch (as runs recorded it before `think`)
+    counts as `think`, an effort or a budget as theirs; one that disagrees with the model args
+    is kept as both, so that it never matches a panel."""
     args = think_args(model_args)
     extra = model_args.get("extra_body")
-    template_kwargs = extra.get("chat_template_kwargs") if isinstance(extra, dict) else None
-    switch = template_kwargs.get("enable_thinking") if isinstance(template_kwargs, dict) else None
-    if "think" not in args and switch is not None:
-        args["think"] = "on" if switch else "off"
+    for name, value in body_thinking(extra if isinstance(extra, dict) else {}).items():
+        given = args.setdefault(name, value)
+        if given != value:
+            args[name] = f"{given} with extra_body {value!r}"
     return args
 
 

@@ -99,6 +99,7 @@ def _entry_row(entry: RunEntry, contender: Contender) -> dict[str, Any]:
         "community_reasons": list(entry.community),
         "model_revision": results.config.model_revision,
         "think": results.config.thinking(),
+        "think_recorded": results.config.think is not None,
         "model_sha": entry.submission.manifest.model.sha,
         "audit": entry.audit,
         "dataset": dataset_label(results.dataset),

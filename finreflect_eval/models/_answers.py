@@ -16,10 +16,13 @@ if TYPE_CHECKING:
 EXCERPT_CHARS = 200
 
 
-def parse_answer(response: httpx.Response, answer_text: Callable[[Any], Any]) -> Completion:
+def parse_answer(
+    response: httpx.Response, answer_text: Callable[[Any], Any], budget: int | None = None
+) -> Completion:
     """The completion in a server's answer (`answer_text`: where its text is in a choice):
-    the text, a thought the server returned apart or left inline, the token counts; a
-    malformed answer is a transport error, in one line."""
+    the text, a thought the server returned apart or left inline, the token counts (the thought
+    cut at its `budget` where the server counts its tokens); a malformed answer is a transport
+    error, in one line."""
     try:
         data = response.json()
         choice = data["choices"][0]
@@ -33,29 +36,38 @@ def parse_answer(response: httpx.Response, answer_text: Callable[[Any], Any]) ->
         return Completion(text=None, error=one_line(f"malformed response: {response.text}"))
     usage = data.get("usage")
     usage = usage if isinstance(usage, dict) else {}
-    details = usage.get("prompt_tokens_details")
+    cached = usage.get("prompt_tokens_details")
     completion_tokens = _count(usage.get("completion_tokens"))
     ended = True
-    inline = THINK_TAGS.end in text or text.lstrip().startswith(THINK_TAGS.start)
-    if thought is None and inline:  # a server that leaves the thought inline
+    if thought is None and _inline_thought(text):  # a server that leaves the thought inline
         thought, text, ended = THINK_TAGS.split(text)
     elif thought is not None:
         ended = bool(text.strip()) or choice.get("finish_reason") != "length"
-    reasoning = usage.get("completion_tokens_details")
+    details = usage.get("completion_tokens_details")
+    # OpenAI's count of them; a server that does not say counts none apart.
+    counted = _count(details.get("reasoning_tokens")) if isinstance(details, dict) else 0
+    reasoning = min(completion_tokens, counted)
     return Completion(
         text=text.strip() if thought is not None else text,
         prompt_tokens=_count(usage.get("prompt_tokens")),
         completion_tokens=completion_tokens,
         # OpenAI's field for prompt tokens served from the server's prompt cache (vLLM's with
         # --enable-prompt-tokens-details, llama-server's).
-        cached_prompt_tokens=_cached(details, _count(usage.get("prompt_tokens"))),
+        cached_prompt_tokens=_cached(cached, _count(usage.get("prompt_tokens"))),
         thinking=thought,
-        # OpenAI's count of them; a server that does not say counts none apart.
-        reasoning_tokens=min(
-            completion_tokens,
-            _count(reasoning.get("reasoning_tokens")) if isinstance(reasoning, dict) else 0,
-        ),
+        reasoning_tokens=reasoning,
+        thinking_cut=bool(budget) and reasoning >= budget,
         thinking_ended=ended,
+    )
+
+
+def _inline_thought(text: str) -> bool:
+    """Whether an answer starts with a thought a server left in it: a think block first, or an
+    end of one before an answer that is not JSON's start (JSON that quotes `</think>` in a
+    string stays whole)."""
+    start = text.lstrip()
+    return start.startswith(THINK_TAGS.start) or (
+        THINK_TAGS.end in text and not start.startswith(("{", "["))
     )
 
 

@@ -1,14 +1,19 @@
-"""Where an OpenAI-compatible server is, and whether it answers: the default API root, and
-`GET /models` (cheap, changes nothing) to ask before any work depends on it."""
+"""Where an OpenAI-compatible server is, and whether it answers: the default API root,
+`GET /models` (cheap, changes nothing) to ask before any work depends on it, and the bound on
+the requests in flight to it that every model of this process shares."""
 
 from __future__ import annotations
 
+import logging
 import os
+import threading
 from dataclasses import dataclass
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.redaction import redact_text
 from finreflect_eval._util.resources import install_hint
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_BASE_URL = "http://localhost:8000/v1"
 
@@ -60,3 +65,22 @@ def require_httpx() -> None:
         import httpx  # noqa: F401
     except ImportError:
         raise FinReflectError(f"the openai backend needs httpx: {install_hint('api')}") from None
+
+
+_SLOTS: dict[str, tuple[int, threading.Semaphore]] = {}  # base_url -> (size, slots)
+_SLOTS_LOCK = threading.Lock()
+
+
+def endpoint_slots(base_url: str, size: int) -> threading.Semaphore:
+    """One bound on the requests in flight per endpoint, whichever models of this process use
+    it; the first model to use an endpoint sets its size."""
+    with _SLOTS_LOCK:
+        first_size, slots = _SLOTS.setdefault(base_url, (size, threading.Semaphore(size)))
+    if first_size != size:
+        logger.warning(
+            "%s already allows %d requests at once; max_concurrency=%d is ignored",
+            base_url,
+            first_size,
+            size,
+        )
+    return slots

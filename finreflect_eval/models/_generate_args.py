@@ -50,11 +50,13 @@ def row_limits(limits: list[int], prompt_width: int) -> Any:
     from transformers import StoppingCriteria
 
     class RowLimits(StoppingCriteria):
+        def __init__(self) -> None:
+            self.limits: Any = None  # on the batch's device, once
+
         def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-            done = (
-                torch.tensor(limits, device=input_ids.device) <= input_ids.shape[1] - prompt_width
-            )
-            return done
+            if self.limits is None:
+                self.limits = torch.tensor(limits, device=input_ids.device)
+            return self.limits <= input_ids.shape[1] - prompt_width
 
     return RowLimits()
 

@@ -19,6 +19,7 @@ from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval.models._requests import GenerationRequest, JsonSchema, closed_schema
 
 ReasoningEffort = Literal["low", "medium", "high"]
+CHANNEL = "<|channel|>"  # a harmony tokenizer's token (how the hf backend tells one)
 ANALYSIS = "<|channel|>analysis<|message|>"
 FINAL = "<|channel|>final<|message|>"
 END = "<|end|>"
@@ -62,21 +63,33 @@ def render(request: GenerationRequest, effort: ReasoningEffort) -> list[int]:
     return list(encoding().render_conversation_for_completion(conversation, Role.ASSISTANT))
 
 
-def parse(tokens: list[int]) -> tuple[str | None, str, bool]:
-    """(thought, answer, ended) of a completion's tokens: the analysis channel's text, the
-    final channel's, and whether a final message came (no final: the thought did not end)."""
+def parse(tokens: list[int]) -> tuple[str | None, str, bool, int]:
+    """(thought, answer, ended, thinking tokens) of a completion's tokens: the analysis
+    channel's text, the final channel's, whether a final message came (no final: the thought
+    did not end), and the tokens before the final message (all of them, if none came)."""
     from openai_harmony import HarmonyError, Role
 
     try:
         messages = encoding().parse_messages_from_completion_tokens(tokens, Role.ASSISTANT)
     except HarmonyError:  # cut off inside a message: what it wrote is a thought not ended
-        return encoding().decode(tokens), "", False
+        return encoding().decode(tokens), "", False, len(tokens)
     text = {"analysis": [], "final": []}
     for message in messages:
         if message.channel in text:
             text[message.channel] += [part.text for part in message.content]
     thought = "\n".join(text["analysis"]) or None
-    return thought, "".join(text["final"]), bool(text["final"])
+    if not text["final"]:
+        return thought, "", False, len(tokens)
+    # The final message starts after the analysis's `<|end|><|start|>` (or at once).
+    starts = [i for i, token in enumerate(tokens) if token == _start_token()]
+    return thought, "".join(text["final"]), True, starts[-1] if starts else 0
+
+
+@cache
+def _start_token() -> int:
+    """harmony's `<|start|>` token (a new message begins)."""
+    [token] = encoding().encode("<|start|>", allowed_special="all")
+    return token
 
 
 def stop_tokens() -> list[int]:

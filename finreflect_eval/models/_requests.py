@@ -156,13 +156,14 @@ class GenerationResult:
             "cached_prompt_tokens": self.cached_prompt_tokens,
             "attempts": self.attempts,
             "raw_outputs": self.raw_outputs,
+            # Only where there is one: an entry earlier versions can read stays as it was.
             **(
                 {
                     "thinking": self.thinking,
                     "reasoning_tokens": self.reasoning_tokens,
                     "thinking_cut": self.thinking_cut,
                 }
-                if self.thinking is not None
+                if self.thinking is not None or self.reasoning_tokens
                 else {}
             ),
         }

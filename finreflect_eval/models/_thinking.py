@@ -28,6 +28,13 @@ ThinkSetting = Literal["off", "on"]
 FAMILY_PARSERS = (("gpt-oss", "openai_gptoss"), ("qwen3", "qwen3"), ("deepseek-r1", "deepseek_r1"))
 HARMONY = "openai_gptoss"  # gpt-oss: rendered and parsed by openai-harmony (`_harmony`)
 ALWAYS_THINKING = ("openai_gptoss", "deepseek_r1")  # families whose format always thinks
+# The fields of a request body a server reads about thinking (besides the chat-template switch),
+# by the model arg that says the same.
+BODY_FIELDS = {
+    "reasoning_effort": "reasoning_effort",
+    "thinking_token_budget": "think_budget",
+    "thinking_budget_tokens": "think_budget",
+}
 # What `run --check` assumes a thought takes, in tokens, where no budget bounds it: a stated
 # guess per family (gpt-oss by effort), for the plan's estimate only.
 ASSUMED_THOUGHT = {"openai_gptoss": {"low": 300, "medium": 1000, "high": 3000}, "qwen3": 1500}
@@ -91,6 +98,11 @@ class Thinking:
         return {} if self.mode in ("none", "native") else {SWITCH: self.on}
 
 
+def as_setting(think: str | bool | None) -> str | None:
+    """`think` as on or off: YAML reads an unquoted `think: off` as false (and `on` as true)."""
+    return ("on" if think else "off") if isinstance(think, bool) else think
+
+
 def family_parser(model: str) -> str | None:
     """The reasoning parser `FAMILY_PARSERS` gives a model id or folder name, if any."""
     name = model.lower()
@@ -101,7 +113,7 @@ def expected_thought(model: str, args: dict[str, Any], max_tokens: int) -> tuple
     """What `run --check` expects one call's thought to take, in tokens, and why (the budget,
     or the assumption for the family, within `max_tokens`): None for a model that will not
     think as set (`args`: its model args)."""
-    think = args.get("think")
+    think = as_setting(args.get("think"))
     if think is None and args.get("enable_thinking") is not None:
         think = "on" if args["enable_thinking"] else "off"
     family = args.get("reasoning_parser") or family_parser(model)
@@ -130,6 +142,7 @@ def resolve_thinking(
     the model can do (a template `switch`, a format that `always` thinks, and whether it
     `can_think` at all: an end-of-thinking marker the backend knows); one line if it cannot.
     (Each value's own range is checked with the backend's other args, `check_spec`.)"""
+    think = as_setting(think)
     if think == "off" and think_budget is not None:
         raise FinReflectError("think=off with a think_budget: a budget is for a model that thinks")
     if think is None and think_budget is not None:
@@ -161,3 +174,25 @@ def template_thinking(template: Any, vocabulary: dict[str, int]) -> dict[str, bo
     switch = SWITCH in template.text
     always = tags and not switch and template.opens_thought(THINK_TAGS.start)
     return {"switch": switch, "always": always, "can_think": tags}
+
+
+def body_thinking(extra_body: dict[str, Any]) -> dict[str, Any]:
+    """What a request's `extra_body` (which a server reads last) asks about thinking, by the
+    model arg that says the same: `think` from a chat-template switch, an effort, a budget."""
+    asked = {name: extra_body[field] for field, name in BODY_FIELDS.items() if field in extra_body}
+    template_kwargs = extra_body.get("chat_template_kwargs")
+    if isinstance(template_kwargs, dict) and "enable_thinking" in template_kwargs:
+        switch = template_kwargs["enable_thinking"]
+        asked["think"] = "on" if switch is True else "off" if switch is False else switch
+    return asked
+
+
+def one_way_to_think(extra_body: dict[str, Any], *args: Any) -> None:
+    """One line where thinking `args` are given (think, think_budget, reasoning_effort) and
+    `extra_body` asks about thinking too: run as the one, it would be recorded as the other."""
+    asked = body_thinking(extra_body)
+    if asked and any(arg is not None for arg in args):
+        raise FinReflectError(
+            f"extra_body asks for {', '.join(sorted(asked))} too: give thinking once, as think, "
+            "think_budget and reasoning_effort"
+        )

@@ -16,8 +16,6 @@ from finreflect_eval.models.openai import LLAMA_CPP, OpenAIModel
 
 logger = logging.getLogger(__name__)
 
-# llama-server's `owned_by` in `GET /v1/models` (a constant of llama.cpp's server).
-
 
 class CompletionsModel(OpenAIModel):
     """A model behind an OpenAI-compatible completions endpoint.
@@ -54,11 +52,13 @@ class CompletionsModel(OpenAIModel):
         trust_remote_code: bool = False,
         **kwargs: Any,
     ) -> None:
-        if kwargs.get("think") == "on" or kwargs.get("think_budget"):
+        if any(kwargs.get(arg) for arg in ("think_budget", "reasoning_effort")) or (
+            kwargs.get("think") == "on"
+        ):
             raise FinReflectError(
                 "think=on: openai-completions holds the whole completion to the schema from its "
                 "first token; use the openai backend (chat), whose server starts it after the "
-                "thought"
+                "thought (a budget or an effort too)"
             )
         # Before the connection pool opens: a tokenizer that cannot load leaves nothing open.
         loaded = _load_tokenizer(tokenizer, kwargs.get("revision"), trust_remote_code)

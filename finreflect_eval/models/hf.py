@@ -13,7 +13,9 @@ from dataclasses import replace
 from typing import Any, Literal
 
 from finreflect_eval._util.errors import FinReflectError, first_line
+from finreflect_eval.models import _harmony
 from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, ReplicaPlan, hub_commit
+from finreflect_eval.models._batch_size import largest_batch
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._chat import ChatTemplate, added_bos, tokenizer_info
 from finreflect_eval.models._generate_args import each_step, row_limits, sampling_args, until
@@ -90,7 +92,7 @@ class HFModel(LM):
         structured_backend: StructuredBackend = "llguidance",
         prefix_cache_tokens: int = 16384,
         attn_implementation: str | None = None,
-        think: ThinkSetting | None = None,
+        think: ThinkSetting | bool | None = None,
         think_budget: AtLeastOne | None = None,
     ) -> None:
         self.auto_batch = batch_size == "auto"
@@ -115,10 +117,20 @@ class HFModel(LM):
         self._set_up_structured_decoding()
         self._set_up_prefix_reuse(prefix_cache_tokens)
         vocabulary = self.tokenizer.get_vocab()
+        if _harmony.CHANNEL in vocabulary:  # gpt-oss: its channels are not split here
+            raise FinReflectError(
+                f"{model} writes gpt-oss's harmony format, which the hf backend does not split: "
+                "run it on the vllm backend, or behind a server (docs/reasoning.md)"
+            )
         self.thinking = resolve_thinking(
             think, think_budget, model=model, **template_thinking(self.chat_template, vocabulary)
         )
         self._think_end_id = vocabulary.get(THINK_TAGS.end)
+        # What ends the model's turn: its generation config's end tokens (Qwen3 has two), else
+        # the tokenizer's.
+        configured = self.hf_model.generation_config.eos_token_id
+        ends = configured if isinstance(configured, list) else [configured]
+        self._turn_ends = [t for t in ends if t is not None] or [self.tokenizer.eos_token_id]
 
     @classmethod
     def replica_plan(
@@ -332,7 +344,8 @@ class HFModel(LM):
         completions: list[Completion | None] = [None] * len(group)
         answering: list[int] = []
         for row, ids in enumerate(thoughts):
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
+            # The end tag kept, though a tokenizer mark it special; its end of turn left out.
+            text = self.tokenizer.decode(ids[:-1] if ids and ids[-1] in self._turn_ends else ids)
             # Ended with room for an answer; or cut at a budget below max_tokens (the end is
             # written for it); else it did not end (max_tokens, or an end of turn inside it).
             ended = bool(ids) and ids[-1] == self._think_end_id and len(ids) < first.max_tokens
@@ -382,7 +395,7 @@ class HFModel(LM):
         import torch
         from transformers import StoppingCriteriaList
 
-        max_new_tokens = max_new_tokens or first.max_tokens
+        max_new_tokens = first.max_tokens if max_new_tokens is None else max_new_tokens
         sampling = sampling_args(first)
         # The same tokens outlines will pass to generate (it tokenizes the same way).
         input_ids, attention_mask = self.outlines_model.tokenizer.encode(prompts)
@@ -431,11 +444,11 @@ class HFModel(LM):
                 attention_mask=attention_mask.to(device),
                 max_new_tokens=max_new_tokens,
                 pad_token_id=self.tokenizer.pad_token_id,
-                eos_token_id=[stop, self.tokenizer.eos_token_id],
+                eos_token_id=[stop, *self._turn_ends],
                 **sampling,
             )
         new = generated[:, input_ids.shape[1] :].tolist()
-        ends = {stop, self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        ends = {stop, *self._turn_ends, self.tokenizer.pad_token_id}
         return [until(row, ends) for row in new], read, reused
 
     def _length(self, text: str) -> int:
@@ -462,27 +475,7 @@ class HFModel(LM):
         logger.info("batch size %d for requests up to %d tokens", self.batch_size, longest)
 
     def _largest_batch(self, length: int) -> int:
-        import torch
-        from accelerate.utils import find_executable_batch_size
-
-        @find_executable_batch_size(starting_batch_size=self.max_batch_size)
-        def forward(batch_size: int) -> int:
-            tokens = torch.ones((batch_size, length), dtype=torch.long, device=self.hf_model.device)
-            with torch.inference_mode():
-                self.hf_model(tokens)
-            return batch_size
-
-        try:
-            return forward()
-        except RuntimeError as exc:
-            if "reached zero" not in str(exc):
-                raise
-            raise FinReflectError(
-                f"no batch of requests of {length} tokens fits in memory for {self.model}"
-            ) from None
-        finally:
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+        return largest_batch(self.hf_model, length, self.max_batch_size, self.model)
 
     def prompt_length(self, request: GenerationRequest) -> int:
         # As outlines encodes it for generation: with the tokenizer's special tokens (a BOS).

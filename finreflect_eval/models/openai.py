@@ -20,21 +20,27 @@ from finreflect_eval._util.redaction import REDACTED, redact, redact_text, redac
 from finreflect_eval.models._answers import one_line, owner, parse_answer
 from finreflect_eval.models._base import LM, AtLeastOne, AtLeastZero, PositiveSeconds, Seconds
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.models._endpoint import api_root, require_httpx
+from finreflect_eval.models._endpoint import api_root, endpoint_slots, require_httpx
 from finreflect_eval.models._requests import (
     Completion,
     GenerationRequest,
     JsonSchema,
     closed_schema,
 )
-from finreflect_eval.models._thinking import Thinking, ThinkSetting, resolve_thinking
+from finreflect_eval.models._thinking import (
+    Thinking,
+    ThinkSetting,
+    one_way_to_think,
+    resolve_thinking,
+)
 
 if TYPE_CHECKING:
     import httpx
 
 logger = logging.getLogger(__name__)
 
-LLAMA_CPP = "llamacpp"  # llama-server's `owned_by`
+LLAMA_CPP = "llamacpp"  # llama-server's `owned_by` in `GET /v1/models` (a constant of its own)
+BUDGET_FIELDS = {LLAMA_CPP: "thinking_budget_tokens"}  # else vLLM's name for a thought's budget
 
 PROBE_TIMEOUT = 10.0  # seconds for the first `GET /models`: any server answers it at once
 # An answer's size limit: a generous bound per token asked for (long tokens, JSON-escaped as
@@ -103,7 +109,7 @@ class OpenAIModel(LM):
         deadline: PositiveSeconds = 600.0,
         failure_budget: AtLeastOne = 3,
         extra_body: dict[str, Any] | None = None,
-        think: ThinkSetting | None = None,
+        think: ThinkSetting | bool | None = None,
         think_budget: AtLeastOne | None = None,
         reasoning_effort: Literal["low", "medium", "high"] | None = None,
     ) -> None:
@@ -123,6 +129,7 @@ class OpenAIModel(LM):
         if think is None and think_budget is None:
             self.thinking = Thinking("native", default=True)
         self.reasoning_effort = reasoning_effort
+        one_way_to_think(self.extra_body, think, think_budget, reasoning_effort)
         self._set_limits(
             max_concurrency, http_retries, failure_budget, backoff, max_backoff, timeout, deadline
         )
@@ -178,7 +185,7 @@ class OpenAIModel(LM):
                 f"timeout and deadline must be positive seconds ({timeout}, {deadline})"
             )
         self.max_concurrency = max_concurrency
-        self._slots = _endpoint_slots(self.endpoint, max_concurrency)
+        self._slots = endpoint_slots(self.endpoint, max_concurrency)
         self.http_retries = http_retries
         self.backoff = backoff
         self.max_backoff = max_backoff
@@ -286,8 +293,7 @@ class OpenAIModel(LM):
         if switch:
             fields["chat_template_kwargs"] = switch
         if self.thinking.budget:
-            llama = self.served_by == LLAMA_CPP
-            fields["thinking_budget_tokens" if llama else "thinking_token_budget"] = (
+            fields[BUDGET_FIELDS.get(self.served_by, "thinking_token_budget")] = (
                 self.thinking.budget
             )
         return fields
@@ -366,12 +372,17 @@ class OpenAIModel(LM):
         return completion
 
     def _scrubbed(self, completion: Completion) -> Completion:
-        """The completion without any of this model's secrets in its text or error."""
-        text, error = completion.text, completion.error
+        """The completion without any of this model's secrets in its text, thought or error."""
+        fields = {
+            "text": completion.text,
+            "thinking": completion.thinking,
+            "error": completion.error,
+        }
         for secret in self._secrets:
-            text = text.replace(secret, REDACTED) if text else text
-            error = error.replace(secret, REDACTED) if error else error
-        return replace(completion, text=text, error=error)
+            fields = {
+                key: value and value.replace(secret, REDACTED) for key, value in fields.items()
+            }
+        return replace(completion, **fields)
 
     def _attempts(self, body: dict[str, Any], max_tokens: int) -> Completion:
         import httpx
@@ -401,7 +412,7 @@ class OpenAIModel(LM):
                 return Completion(text=None, error=one_line(_describe(exc)))
             else:
                 if response.is_success:
-                    return parse_answer(response, self._answer_text)
+                    return parse_answer(response, self._answer_text, self.thinking.budget)
                 problem = one_line(f"HTTP {response.status_code}: {response.text}")
                 # Retry what the OpenAI SDK retries; other 4xx (bad request, auth) will not change.
                 if response.status_code not in (408, 429) and response.status_code < 500:
@@ -461,25 +472,6 @@ class _AnswerTooLarge(Exception):
 def answer_limit(max_tokens: int) -> int:
     """The most bytes an answer to a request for `max_tokens` tokens may take."""
     return max_tokens * ANSWER_BYTES_PER_TOKEN + ANSWER_SLACK_BYTES
-
-
-_SLOTS: dict[str, tuple[int, threading.Semaphore]] = {}  # base_url -> (size, slots)
-_SLOTS_LOCK = threading.Lock()
-
-
-def _endpoint_slots(base_url: str, size: int) -> threading.Semaphore:
-    """One bound on the requests in flight per endpoint, whichever models of this process use
-    it; the first model to use an endpoint sets its size."""
-    with _SLOTS_LOCK:
-        first_size, slots = _SLOTS.setdefault(base_url, (size, threading.Semaphore(size)))
-    if first_size != size:
-        logger.warning(
-            "%s already allows %d requests at once; max_concurrency=%d is ignored",
-            base_url,
-            first_size,
-            size,
-        )
-    return slots
 
 
 def _describe(exc: Exception) -> str:

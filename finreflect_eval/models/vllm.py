@@ -27,7 +27,9 @@ from finreflect_eval.models._requests import Completion, GenerationRequest, Mess
 from finreflect_eval.models._thinking import (
     ALWAYS_THINKING,
     HARMONY,
+    THINK_TAGS,
     ThinkSetting,
+    as_setting,
     family_parser,
     resolve_thinking,
     template_thinking,
@@ -137,7 +139,7 @@ class VLLMModel(LM):
         trust_remote_code: bool = False,
         structured_backend: StructuredBackend = "xgrammar",
         seed: int = 0,
-        think: ThinkSetting | None = None,
+        think: ThinkSetting | bool | None = None,
         think_budget: AtLeastOne | None = None,
         reasoning_parser: str | None = None,
         reasoning_effort: _harmony.ReasoningEffort | None = None,
@@ -156,7 +158,9 @@ class VLLMModel(LM):
         self.dtype = dtype
         self.structured_backend = structured_backend
         think = _switch_as_think(think, enable_thinking)
-        engine_parser = self._choose_parser(model, think, think_budget, reasoning_parser)
+        engine_parser = self._choose_parser(
+            model, think, think_budget, reasoning_parser, structured_backend
+        )
         self.reasoning_effort = reasoning_effort or ("medium" if self.harmony else None)
         if reasoning_effort is not None and not self.harmony:
             raise FinReflectError(f"reasoning_effort is gpt-oss's (harmony), not {model}'s")
@@ -194,12 +198,25 @@ class VLLMModel(LM):
         self._set_up_thinking(model, think, think_budget, tokenizer, engine_parser)
 
     def _choose_parser(
-        self, model: str, think: str | None, budget: int | None, named: str | None
+        self,
+        model: str,
+        think: str | None,
+        budget: int | None,
+        named: str | None,
+        structured_backend: str,
     ) -> str | None:
         """The model's reasoning parser (`named`, else its family's), and the one the engine
-        gets: where the model will think (as set, or as its family always does)."""
+        gets: where the model will think (as set, or as its family always does). Before any
+        load: gpt-oss's harmony always thinks (at an effort) and needs xgrammar's structural
+        tag for its final channel."""
         self.reasoning_parser = named or family_parser(model)
         self.harmony = self.reasoning_parser == HARMONY
+        if self.harmony and (think == "off" or budget or structured_backend != "xgrammar"):
+            raise FinReflectError(
+                f"{model} runs in gpt-oss's harmony format, which has no off switch: set its "
+                "effort (reasoning_effort=low, no think=off or think_budget), and "
+                "structured_backend=xgrammar (its final channel's structural tag)"
+            )
         thinks = think == "on" or budget is not None
         if thinks and self.reasoning_parser is None:
             raise FinReflectError(
@@ -222,12 +239,13 @@ class VLLMModel(LM):
         capable = {"switch": False, "always": True, "can_think": True}  # harmony always thinks
         if not self.harmony:
             capable = template_thinking(self.chat_template, tokenizer.get_vocab())
+            # A family that always thinks: the engine holds the grammar back until it ends.
+            capable["always"] |= engine_parser is not None and think is None
         self.thinking = resolve_thinking(think, budget, model=model, **capable)
-        if self.harmony and self.thinking.budget:
-            raise FinReflectError("think_budget: gpt-oss's thinking is set by reasoning_effort")
         if self.thinking.on and engine_parser is None:
             raise FinReflectError(
-                f"{model} thinks by default: name its reasoning parser (reasoning_parser=NAME)"
+                f"{model} thinks by default (its chat template opens a thought): set think=on, "
+                "and the engine gets its reasoning parser"
             )
         self._parser: Any = None  # vLLM's reasoning parser, made on first use (`_answer`)
 
@@ -259,9 +277,19 @@ class VLLMModel(LM):
             "structured_backend": self.structured_backend,
             "chat": self.chat,
             **(self.chat_template.identity() if self.chat_template else {}),
-            **self.thinking.identity(),
-            **({"reasoning_effort": self.reasoning_effort} if self.harmony else {}),
+            **self._thinking_identity(),
         }
+
+    def _thinking_identity(self) -> dict[str, Any]:
+        """How the model thinks, for its identity, keyed as earlier versions keyed the switch
+        where they ran the model the same way (a model that does not think, a switch set off):
+        their cached answers stay valid; any other way is a new key."""
+        think = self.thinking
+        switch = None if think.default else think.on
+        if think.mode == "none" or (think.mode == "off" and not think.default):
+            return {"enable_thinking": switch}
+        effort = {"reasoning_effort": self.reasoning_effort} if self.harmony else {}
+        return {"enable_thinking": switch, **think.identity(), **effort}
 
     def resolved(self) -> dict[str, Any]:
         tokenizer, template = self.llm.get_tokenizer(), self.chat_template
@@ -338,31 +366,41 @@ class VLLMModel(LM):
     def _answer(self, output: Any) -> dict[str, Any]:
         """A completion's text, and where the model thought, its thought apart: split by
         openai-harmony (gpt-oss) or by vLLM's own reasoning parser, the one the engine used."""
+        tokens = list(output.token_ids)
         if self.harmony:
-            thought, answer, ended = _harmony.parse(list(output.token_ids))
-            answer_tokens = len(_harmony.encoding().encode(answer))
+            thought, answer, ended, reasoning = _harmony.parse(tokens)
         elif self.thinking.on:
-            if self._parser is None:
-                from vllm.reasoning import ReasoningParserManager
-
-                parser = ReasoningParserManager.get_reasoning_parser(self.reasoning_parser)
-                self._parser = parser(self.llm.get_tokenizer())
-            thought, content = self._parser.extract_reasoning(output.text, None)
-            answer, ended = (content or "").strip(), content is not None
-            tokenizer = self.llm.get_tokenizer()
-            answer_tokens = len(tokenizer(answer, add_special_tokens=False).input_ids)
+            thought, answer, ended, reasoning = self._split(output.text, tokens)
         else:
             return {"text": output.text}
-        tokens = len(output.token_ids)
-        reasoning = tokens - answer_tokens if ended else tokens
         budget = self.thinking.budget
         return {
             "text": answer,
             "thinking": None if thought is None else thought.strip(),
-            "reasoning_tokens": max(0, reasoning),
-            "thinking_cut": bool(budget) and reasoning >= budget,
+            "reasoning_tokens": reasoning,
+            # vLLM writes the end for a thought at its budget: the thought before it that long.
+            "thinking_cut": bool(budget) and ended and reasoning - 1 >= budget,
             "thinking_ended": ended,
         }
+
+    def _split(self, text: str, tokens: list[int]) -> tuple[str | None, str, bool, int]:
+        """(thought, answer, ended, thinking tokens) of an output: ended where its tokens hold
+        the parser's end of thinking (its tokens up to and with it are the thought's), the
+        texts as vLLM's own parser class splits them."""
+        tokenizer = self.llm.get_tokenizer()
+        if self._parser is None:
+            from vllm.reasoning import ReasoningParserManager
+
+            parser = ReasoningParserManager.get_reasoning_parser(self.reasoning_parser)
+            self._parser = parser(tokenizer)
+            end = getattr(self._parser, "reasoning_end_str", None) or THINK_TAGS.end
+            self._end_id = tokenizer.get_vocab().get(end)
+        thought, content = self._parser.extract_reasoning(text, None)
+        if self._end_id is None:  # an end of more than one token: as the parser says
+            return thought, (content or "").strip(), content is not None, 0
+        if self._end_id not in tokens:
+            return thought, "", False, len(tokens)
+        return thought, (content or "").strip(), True, tokens.index(self._end_id) + 1
 
     def close(self) -> None:
         """Shut the engine down now rather than at garbage collection, so the next model of the
@@ -402,7 +440,9 @@ def _device_type() -> str | None:
 
 
 def _switch_as_think(think: str | None, enable_thinking: bool | None) -> str | None:
-    """`think` from the earlier `enable_thinking` switch where only that was given."""
+    """`think` (as on or off), from the earlier `enable_thinking` switch where only that was
+    given."""
+    think = as_setting(think)
     if enable_thinking is None:
         return think
     alias = "on" if enable_thinking else "off"

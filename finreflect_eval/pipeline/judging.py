@@ -41,6 +41,7 @@ from finreflect_eval.models import (
     get_backend,
     load_model,
 )
+from finreflect_eval.models._thinking import as_setting
 from finreflect_eval.pipeline.cascade import grounded_triples, spread_votes, unjudged
 from finreflect_eval.pipeline.extraction import model_call
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, TRIPLE_CRITERIA
@@ -466,6 +467,8 @@ def think_args(model_args: Mapping[str, Any]) -> dict[str, Any]:
     """A judge's thinking settings as any backend takes them (`think`, `think_budget`,
     `reasoning_effort`), the earlier `enable_thinking` switch as `think`."""
     args = {key: model_args[key] for key in THINK_ARGS if model_args.get(key) is not None}
+    if "think" in args:  # YAML's unquoted `off` is false
+        args["think"] = as_setting(args["think"])
     switch = model_args.get("enable_thinking")
     if switch is not None:
         alias = "on" if switch else "off"

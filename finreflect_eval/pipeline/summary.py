@@ -129,7 +129,7 @@ def cost_table(results: Results) -> str:
     if not rows:
         return ""
     header = ["cost", "stage", "model", "calls", "from cache", "prompt tokens (cached)"]
-    header += ["completion tokens", "seconds", "device s", "money"]
+    header += ["completion tokens (thinking)", "seconds", "device s", "money"]
     lines = [f"\ncost:\n{markdown_table(header, rows)}\n"]
     for task, cost in results.cost.items():
         if cost.total.cache_hits and not cost.total.calls:
@@ -143,13 +143,15 @@ def cost_table(results: Results) -> str:
 
 
 def _usage_cells(usage: Usage | UsageRate, currency: str | None) -> list[str]:
-    """A usage's figures as the results hold them, the cached prompt tokens after the prompt's."""
+    """A usage's figures as the results hold them: the cached prompt tokens after the prompt's,
+    the thinking tokens after the completion's."""
     rate = isinstance(usage, UsageRate)
-    keys = ("calls", "cache_hits", "completion_tokens", "seconds", "device_seconds", "money")
-    calls, hits, *rest = (figure_text(key, getattr(usage, key), currency, rate) for key in keys)
-    prompt = figure_text("prompt_tokens", usage.prompt_tokens, currency, rate)
-    cached = figure_text("cached_prompt_tokens", usage.cached_prompt_tokens, currency, rate)
-    return [calls, hits, f"{prompt} ({cached})", *rest]
+    keys = ("calls", "cache_hits", "prompt_tokens", "cached_prompt_tokens", "completion_tokens")
+    keys += ("reasoning_tokens", "seconds", "device_seconds", "money")
+    calls, hits, prompt, cached, completion, thinking, *rest = (
+        figure_text(key, getattr(usage, key), currency, rate) for key in keys
+    )
+    return [calls, hits, f"{prompt} ({cached})", f"{completion} ({thinking})", *rest]
 
 
 def graph_lines(results: Results) -> str:

@@ -164,6 +164,21 @@ def test_a_judge_at_another_revision_or_temperature_makes_a_community_entry():
     assert provenance_problems("small", budget) == [
         "judge qwen3-14b ran with think_budget 64, not the panel's None"
     ]
+    # What extra_body asks a server for wins there: it counts, and a disagreement never passes.
+    overridden = small_as_pinned()
+    overridden[0].model_args["extra_body"] = {
+        "chat_template_kwargs": {"enable_thinking": True},
+        "reasoning_effort": "high",
+    }
+    assert provenance_problems("small", overridden) == [
+        "judge qwen3-14b ran with reasoning_effort 'high', not the panel's None",
+        "judge qwen3-14b ran with think \"off with extra_body 'on'\", not the panel's 'off'",
+    ]
+    parsed = small_as_pinned()
+    parsed[0].model_args["reasoning_parser"] = "deepseek_r1"
+    assert provenance_problems("small", parsed) == [
+        "judge qwen3-14b ran with reasoning_parser 'deepseek_r1', not the panel's None"
+    ]
     prefixed = small_as_pinned()
     prefixed[1].system_prefix = "Say yes."
     assert (

@@ -77,6 +77,16 @@ def test_a_duplicate_is_refused(runs, tmp_path):
         submit(copy, board)
     submit(runs["other"], board)  # the same model judged by another panel is not a duplicate
     assert len(json.loads((board / "leaderboard.json").read_text())) == 2
+    # The same model thinking (as its manifest and results say) is another entry, not a copy.
+    data = bundle(runs["org"])
+    data["manifest"]["model"]["loaded"] |= {"think": "on", "think_budget": 512}
+    data["results"]["config"] |= {"think": "on", "think_budget": 512}
+    thinking = tmp_path / "thinking.json"
+    thinking.write_text(json.dumps(data))
+    submit(thinking, board)
+    rows = json.loads((board / "leaderboard.json").read_text())
+    assert sorted(str(row["think"]) for row in rows) == ["None", "None", "on, budget 512"]
+    assert "think: on, budget 512" in (board / "index.html").read_text()
 
 
 def test_a_script_in_a_model_name_is_refused(runs, tmp_path):

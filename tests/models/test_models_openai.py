@@ -77,6 +77,24 @@ def test_request_body_answer_and_key(server, connect, monkeypatch):
     assert lm.identity()["base_url"] == server.url
 
 
+def test_a_key_echoed_into_a_thought_is_not_kept(server, connect, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-secret-key")
+    echoed = answer('{"a": 7}')
+    echoed["choices"][0]["message"]["reasoning_content"] = "my key is sk-secret-key"
+    server.script = [Reply(body=echoed)]
+    [result] = connect(think="on").generate([request()])
+    assert result.ok and result.thinking == "my key is ***"  # redacted
+    [sent] = server.requests
+    assert sent["body"]["chat_template_kwargs"] == {"enable_thinking": True}
+
+
+def test_thinking_is_asked_for_once(connect):
+    body = {"chat_template_kwargs": {"enable_thinking": True}, "reasoning_effort": "high"}
+    with pytest.raises(FinReflectError, match="extra_body asks for reasoning_effort, think too"):
+        connect(think="off", extra_body=body)
+    connect(extra_body=body)  # thinking given once, in extra_body: as a server reads it
+
+
 def test_no_authorization_header_without_a_key(server, connect):
     connect().generate([request()])
     assert "authorization" not in server.requests[0]["headers"]

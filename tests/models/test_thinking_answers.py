@@ -54,3 +54,17 @@ def test_counts_a_server_gets_wrong_do_not_pass():
     assert done.reasoning_tokens == 10  # never more than the completion's
     bad = {"completion_tokens": 10, "completion_tokens_details": {"reasoning_tokens": True}}
     assert parse_answer(reply({"content": ANSWER}, bad), content).reasoning_tokens == 0
+
+
+def test_json_that_quotes_a_think_tag_stays_whole():
+    quoted = json.dumps({"answer": "the span says </think> here"})
+    done = parse_answer(reply({"content": quoted}), content)
+    assert (done.text, done.thinking, done.thinking_ended) == (quoted, None, True)
+
+
+def test_a_budget_the_server_counted_to_is_a_cut():
+    usage = {"completion_tokens": 90, "completion_tokens_details": {"reasoning_tokens": 64}}
+    message = {"content": ANSWER, "reasoning_content": "x"}
+    assert parse_answer(reply(message, usage), content, budget=64).thinking_cut
+    assert not parse_answer(reply(message, usage), content, budget=65).thinking_cut
+    assert not parse_answer(reply(message, usage), content).thinking_cut

@@ -105,6 +105,33 @@ def test_a_thought_that_never_ends_is_an_invalid_answer(thinker_dir, tmp_path):
     assert all(result.cached for result in again)
 
 
+def test_gpt_oss_s_harmony_is_refused_on_hf(tiny_model_dir, tmp_path):
+    """A tokenizer with harmony's channels (gpt-oss's): its format is not split on hf."""
+    import shutil
+
+    from transformers import AutoTokenizer
+
+    folder = shutil.copytree(tiny_model_dir, tmp_path / "harmony")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    tokenizer.add_special_tokens({"additional_special_tokens": ["<|channel|>"]})
+    tokenizer.save_pretrained(folder)
+    with (
+        pytest.raises(FinReflectError, match="harmony format, which the hf backend does not"),
+        load_model(spec(folder)),
+    ):
+        pass
+
+
+def test_an_unquoted_yaml_off_is_off(thinker_dir):
+    """YAML reads `think: off` as false (and `on` as true): the same settings."""
+    import yaml
+
+    args = yaml.safe_load("think: off")
+    assert args == {"think": False}
+    with load_model(spec(thinker_dir, **args)) as lm:
+        assert lm.resolved()["think"] == "off" and lm.resolved()["think_default"] is False
+
+
 def test_think_settings_that_cannot_hold_are_one_line(thinker_dir):
     for args, message in [
         ({"think": "off", "think_budget": 8}, "a budget is for a model that thinks"),

@@ -54,8 +54,10 @@ def recorded_llm(real_vllm, engine_args_of, thinker_dir, monkeypatch):
     class Recorded(EnginelessLLM):
         chat_template = THINKING_TEMPLATE
         outputs: ClassVar[list] = []  # (text, token ids) or text, answered in turn
+        made = 0  # engines made (a refusal before the weights load makes none)
 
         def __init__(self, **kwargs):
+            type(self).made += 1
             super().__init__(real_llm, model_config, tokenizer, **kwargs)
 
         def completion(self, index):
@@ -109,10 +111,36 @@ def test_vllm_s_own_parser_splits_each_family_s_output(recorded_llm, thinker_dir
     assert [p.thinking_token_budget for p in params] == [48, 48]  # vLLM's own field, validated
     assert done.ok and done.parsed == {"answer": "ok"}
     assert done.thinking == "The span says AAPL makes the iPhone."
-    assert 0 < done.reasoning_tokens < done.completion_tokens and not done.thinking_cut
+    tokens = lm.llm.get_tokenizer()(RECORDED[family], add_special_tokens=False).input_ids
+    end = lm.llm.get_tokenizer().convert_tokens_to_ids("</think>")
+    assert done.reasoning_tokens == tokens.index(end) + 1  # the thought's, its end tag too
+    assert done.reasoning_tokens < done.completion_tokens and not done.thinking_cut
     assert unclosed.error == "thinking did not end within 65 tokens" and unclosed.parsed is None
     assert unclosed.thinking == "The span says AAPL makes"
+    assert unclosed.reasoning_tokens == unclosed.completion_tokens  # all of it thought
     assert lm.resolved()["reasoning_parser"] == family and lm.resolved()["think_budget"] == 48
+
+
+def test_a_thought_vllm_ended_at_its_budget_is_recorded_as_cut(recorded_llm, thinker_dir):
+    words = " ".join(["weigh"] * 40)
+    recorded_llm.outputs = [f"<think>\n{words}\n</think>\n\n{ANSWER}"]
+    lm = VLLMModel(str(thinker_dir), think_budget=16, max_retries=0)
+    [result] = lm.generate([request(max_tokens=200)])
+    assert result.ok and result.thinking_cut and result.reasoning_tokens > 16
+    short = VLLMModel(str(thinker_dir), think_budget=500, max_retries=0)
+    assert not short.generate([request(max_tokens=200)])[0].thinking_cut
+
+
+def test_a_family_that_always_thinks_thinks_by_default(recorded_llm, thinker_dir, tmp_path):
+    """A DeepSeek-R1 distill (by name): the engine holds the grammar back until its thought
+    ends, so the model is recorded thinking, by its default, and its output is split."""
+    recorded_llm.outputs = [RECORDED["deepseek_r1"]]
+    folder = shutil.copytree(thinker_dir, tmp_path / "tiny-deepseek-r1-distill")
+    lm = VLLMModel(str(folder), max_retries=0)
+    assert lm.resolved()["think"] == "on" and lm.resolved()["think_default"] is True
+    assert lm.llm.engine_args.reasoning_parser == "deepseek_r1"
+    [result] = lm.generate([request()])
+    assert result.ok and result.thinking == "The span says AAPL makes the iPhone."
 
 
 def test_think_off_asks_the_template_for_no_thought(recorded_llm, thinker_dir):
@@ -122,7 +150,6 @@ def test_think_off_asks_the_template_for_no_thought(recorded_llm, thinker_dir):
     [(_, _, _, kwargs)] = lm.llm.calls
     assert kwargs["chat_template_kwargs"] == {"enable_thinking": False}
     assert result.ok and result.thinking is None and result.reasoning_tokens == 0
-    assert lm.identity()["think"] == "off"
     default = VLLMModel(str(thinker_dir))  # a template with a switch: off by default, said so
     assert default.resolved()["think"] == "off" and default.resolved()["think_default"]
 
@@ -144,12 +171,14 @@ def test_harmony_renders_a_judge_prompt_and_parses_analysis_then_final(harmony_v
         f"<|start|>assistant<|channel|>final<|message|>{ANSWER}<|return|>"
     )
     tokens = _harmony.encoding().encode(completion, allowed_special="all")
-    assert _harmony.parse(tokens) == ("The span states it.", ANSWER, True)
+    final = _harmony.encoding().encode("<|start|>", allowed_special="all")[0]
+    thinking = tokens.index(final)  # the analysis message, its header and end
+    assert _harmony.parse(tokens) == ("The span states it.", ANSWER, True, thinking)
     cut = _harmony.encoding().encode(
         "<|channel|>analysis<|message|>The span", allowed_special="all"
     )
-    thought, answer, ended = _harmony.parse(cut)
-    assert not ended and answer == "" and "The span" in thought
+    thought, answer, ended, thinking = _harmony.parse(cut)
+    assert not ended and answer == "" and "The span" in thought and thinking == len(cut)
 
 
 def test_the_structural_tag_holds_only_the_final_channel_to_the_schema(harmony_vocab):
@@ -192,5 +221,24 @@ def test_gpt_oss_runs_in_harmony_on_vllm(recorded_llm, harmony_vocab, thinker_di
     assert not params.skip_special_tokens
     assert result.ok and result.parsed == {"answer": "ok"}
     assert result.thinking == "The span states it." and result.reasoning_tokens > 0
-    with pytest.raises(FinReflectError, match="no off switch"):
-        VLLMModel(str(folder), think="off")
+    made = recorded_llm.made
+    for args in ({"think": "off"}, {"think_budget": 64}, {"structured_backend": "outlines"}):
+        with pytest.raises(FinReflectError, match="harmony format, which has no off switch"):
+            VLLMModel(str(folder), **args)
+    assert recorded_llm.made == made  # each refused before an engine was made
+
+
+def test_a_model_run_as_before_keeps_its_cache_key(recorded_llm, thinker_dir, monkeypatch):
+    """Earlier versions keyed the switch as given (`enable_thinking`): a model that does not
+    think, or whose switch was set off, runs as it did and keeps its key (its cached answers);
+    any new way of running gets a key of its own."""
+    thinking = {
+        key: VLLMModel(str(thinker_dir), **args).identity()
+        for key, args in {"off": {"think": "off"}, "default": {}, "on": {"think": "on"}}.items()
+    }
+    assert {k: v for k, v in thinking["off"].items() if "think" in k} == {"enable_thinking": False}
+    assert thinking["default"]["think"] == "off" and thinking["default"]["enable_thinking"] is None
+    assert thinking["on"]["think"] == "on" and thinking["on"]["enable_thinking"] is True
+    monkeypatch.setattr(recorded_llm, "chat_template", "{{ messages }}")  # no switch, no tags
+    plain = VLLMModel(str(thinker_dir)).identity()
+    assert {k: v for k, v in plain.items() if "think" in k} == {"enable_thinking": None}

@@ -1,10 +1,10 @@
 """Hostile markup through every field the report shows, in headless Chromium: a run whose span
 (id, company, ticker, section, text), reference triple, extracted triples (subject, relation,
-object, their types), the model's thought, failure message, CheckRules name, judges' names, reasoning and warnings,
-model name and dataset id are all markup (support/hostile.py), shown alone (the Graph tab's
-drawing too: entities, relation, types, the filing's name), side by side with another such run,
-and with markup in the URL's filter state. Nothing of it runs (no `xss` call,
-no element it makes, no `javascript:` link) and each field reads as its text, literally.
+object, their types), the model's thought, failure message, CheckRules name, judges' names,
+reasoning and warnings, model name and dataset id are all markup (support/hostile.py), shown
+alone (the Graph tab's drawing too: entities, relation, types, the filing's name), side by side
+with another such run, and with markup in the URL's filter state. Nothing of it runs (no `xss`
+call, no element it makes, no `javascript:` link) and each field reads as its text, literally.
 Panel and task names cannot carry markup: the run's files refuse them.
 
 Without Chromium the tests are skipped, except where FINREFLECT_FIXTURES=required (CI).
