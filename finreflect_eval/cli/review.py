@@ -150,6 +150,11 @@ def import_command(args: argparse.Namespace) -> None:
     print(f"imported {imported.count} labels from {imported.tasks} tasks{left}")
     for task, count in written.items():
         print(f"{task}: {count} labels in the run folder")
+    if imported.refused:  # a script must see that part of the export did not go in
+        raise FinReflectError(
+            f"{len(imported.refused)} refusal(s), listed above; the {imported.count} labels "
+            "imported are in the run folder, and a corrected export imports the rest"
+        )
 
 
 MAX_EXPORT_BYTES = 2 << 30  # a Label Studio export of 100k long spans is well under this

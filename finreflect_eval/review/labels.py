@@ -16,9 +16,9 @@ changes nothing, and an older export never undoes a newer label. What each task 
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -244,7 +244,7 @@ def _labels(annotation: dict, where: str, data: dict, asked: set[str], run: str)
                 annotator=annotator,
                 label=ANSWERS[choices[0]],
                 source=f"label-studio {where}",
-                annotated_at=when if isinstance(when, str) and _TIME.match(when) else None,
+                annotated_at=when if _instant(when) is not None else None,
             )
         except ValidationError as exc:
             made.refused.append(f"{where}: {exc.errors()[0]['msg']}; left out")
@@ -253,15 +253,26 @@ def _labels(annotation: dict, where: str, data: dict, asked: set[str], run: str)
     return made
 
 
-_TIME = re.compile(r"^[0-9T:.+\-Z ]{1,40}$")
-
-
 def _newer(earlier: HumanLabel | None, label: HumanLabel) -> HumanLabel:
     """Of two labels of one annotator and item, the later made (by Label Studio's clock; one
-    without a time is the older)."""
+    without a time is the older; of two made at one instant, the one imported last)."""
     if earlier is None:
         return label
-    return label if (label.annotated_at or "") >= (earlier.annotated_at or "") else earlier
+    never = datetime.min.replace(tzinfo=timezone.utc)
+    later = (_instant(label.annotated_at) or never) >= (_instant(earlier.annotated_at) or never)
+    return label if later else earlier
+
+
+def _instant(when: Any) -> datetime | None:
+    """The instant an ISO 8601 time names (`Z`, an offset, or none: UTC; with or without
+    fractions of a second), or None for anything else."""
+    if not isinstance(when, str) or len(when) > 40:
+        return None
+    try:
+        moment = datetime.fromisoformat(when)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=timezone.utc)
 
 
 def pseudonym(run: str, completed_by: Any) -> str | None:
@@ -274,6 +285,8 @@ def pseudonym(run: str, completed_by: Any) -> str | None:
     )
     if who is None or isinstance(who, (dict, list, bool)):
         return None
+    if isinstance(who, float) and who.is_integer():  # one user id written 7 or 7.0
+        who = int(who)
     digest = hashlib.sha256(f"finreflect-eval annotator|{run}|{who}".encode()).hexdigest()
     return f"annotator-{digest[:12]}"
 

@@ -48,6 +48,11 @@ def import_(cli, run: Path, data, tmp_path: Path):
     return cli("review", "import", str(run), str(path))
 
 
+def triples(tasks: list[dict]) -> list[dict]:
+    """The triple items of an export (a yes/no answer fits them; an excerpt's is good/poor)."""
+    return [task for task in tasks if task["data"]["kind"] == "triple"]
+
+
 def labels(run: Path) -> list[HumanLabel]:
     return read_lines(HumanLabel, next(run.glob(f"human_labels_{TASK}_*.jsonl")))
 
@@ -140,13 +145,21 @@ def test_a_task_that_is_not_this_runs_is_refused_in_one_line(cli, run, tmp_path,
     change(bad["data"])
     bad["id"] = 999
     result = import_(cli, run, [bad, *tasks[1:]], tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # a script sees that part did not go in
+    last = result.stderr.strip().splitlines()[-1]
+    assert last.endswith(
+        "error: 1 refusal(s), listed above; the 41 labels imported are in "
+        "the run folder, and a corrected export imports the rest"
+    ), last
     refused = [line for line in result.stderr.splitlines() if line.startswith("task 999")]
     assert len(refused) == 1 and message in refused[0], result.stderr
     assert "refused" in refused[0]
-    assert all(
-        label.span_id != bad["data"]["span_id"] or label.doc_id != bad["data"]["doc_id"] or True
-        for label in labels(run)
+    kept = labels(run)  # the rest went in; nothing of the refused task's item
+    original = tasks[0]["data"]
+    assert len(kept) == 41
+    assert not any(
+        (label.span_id, label.triple_index) == (original["span_id"], original["triple_index"])
+        for label in kept
     )
 
 
@@ -185,7 +198,8 @@ def test_cancelled_partial_duplicate_and_invalid_annotations(cli, run, tmp_path)
     later["result"][0]["value"]["choices"] = ["no"]  # user 7 changed their mind
     first["annotations"] += [cancelled, partial, invalid, later, copy.deepcopy(partial)]
     result = import_(cli, run, [first, second, copy.deepcopy(second)], tmp_path)
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 1, result.stderr  # two results were left out
+    assert "error: 2 refusal(s), listed above" in result.stderr
     assert "faithfulness must be one of yes/no" in result.stderr
     assert "comprehensiveness is not asked of this item" in result.stderr
     assert "1 cancelled" in result.stdout
@@ -262,21 +276,55 @@ def test_a_crafted_export_is_refused_in_one_line_never_a_traceback(
     tasks = annotated(export(cli, run))
     change(tasks[0])
     result = import_(cli, run, tasks, tmp_path)
-    assert result.returncode == 0, result.stderr  # the other tasks are imported
+    assert result.returncode == (1 if message else 0), result.stderr
     assert message in result.stderr
     written = next(run.glob("human_labels_*.jsonl")).read_text()
     assert "example.com" not in written
 
 
 def test_an_older_export_never_undoes_a_newer_label(cli, run, tmp_path):
-    tasks = annotated(export(cli, run), answer="no")
-    older = annotated(export(cli, run), answer="yes")
+    tasks = annotated(triples(export(cli, run)), answer="no")
+    older = annotated(triples(export(cli, run)), answer="yes")
     for task in older:
         task["annotations"][0]["updated_at"] = "2026-01-01T00:00:00Z"
     assert import_(cli, run, tasks, tmp_path).returncode == 0
     assert import_(cli, run, older, tmp_path).returncode == 0
     triple_labels = [label.label for label in labels(run) if label.triple_index is not None]
     assert set(triple_labels) == {0}
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ("2026-12-06T10:00:00Z", "2026-12-06T10:00:00.500Z"),  # fractional seconds
+        ("2026-12-06T11:00:00+02:00", "2026-12-06T10:00:00Z"),  # an offset: 09:00 UTC first
+        ("2026-12-06T10:00:00.250000", "2026-12-06T10:00:01Z"),  # no zone: UTC
+    ],
+)
+def test_the_newest_label_wins_however_its_time_is_written(cli, run, tmp_path, first, then):
+    """Times are compared as instants, never as strings; in either import order."""
+    older = annotated(triples(export(cli, run)), answer="yes")
+    newer = annotated(triples(export(cli, run)), answer="no")
+    for tasks, when in ((older, first), (newer, then)):
+        for task in tasks:
+            task["annotations"][0]["updated_at"] = when
+    for order in ((older, newer), (newer, older)):
+        for tasks in order:
+            assert import_(cli, run, tasks, tmp_path).returncode == 0
+        triple_labels = [label.label for label in labels(run) if label.triple_index is not None]
+        assert set(triple_labels) == {0}, order
+
+
+def test_one_person_written_7_and_7_0_is_one_annotator(cli, run, tmp_path):
+    tasks = annotated(triples(export(cli, run)), answer="yes")
+    later = annotated(triples(export(cli, run)), answer="no")
+    for task in later:
+        task["annotations"][0] |= {"completed_by": 7.0, "updated_at": "2026-12-06T11:00:00Z"}
+    assert import_(cli, run, tasks, tmp_path).returncode == 0
+    assert import_(cli, run, later, tmp_path).returncode == 0
+    assert {label.annotator for label in labels(run)} == {pseudonym(labels(run)[0].run, 7)}
+    assert {label.label for label in labels(run) if label.triple_index is not None} == {0}
+    assert pseudonym("r", {"id": 7.0}) == pseudonym("r", 7) != pseudonym("r", 7.5)
 
 
 def test_a_flagged_task_passed_off_as_the_audits_is_refused_at_scoring(cli, run, tmp_path):
