@@ -9,6 +9,8 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+from urllib.request import url2pathname
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
@@ -20,13 +22,57 @@ def bundled_path(name: str) -> Path:
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs an extra where this package came from: a source checkout
-    (a clone, installed editable) takes its own folder's extras, since `finreflect-eval[...]`
-    names a release that a clone may not match, or that may not be published."""
+    """The command that installs an extra where this package came from, since
+    `finreflect-eval[...]` names a release that a clone may not match, or that may not be
+    published: the folder, repository or file pip recorded (PEP 610's `direct_url.json`), else a
+    source checkout's own folder, else the published package."""
+    origin = _installed_from()
+    if origin is not None:
+        url, info = origin
+        if isinstance(info.get("dir_info"), dict):
+            folder = Path(url2pathname(urlsplit(url).path))
+            if folder.is_dir():
+                editable = "-e " if info["dir_info"].get("editable") else ""
+                return f"pip install {editable}'{folder}[{extra}]'"
+        elif isinstance(info.get("vcs_info"), dict):
+            vcs = info["vcs_info"]
+            commit = f"@{vcs['commit_id']}" if isinstance(vcs.get("commit_id"), str) else ""
+            return f"pip install 'finreflect-eval[{extra}] @ {vcs.get('vcs')}+{url}{commit}'"
+        elif "archive_info" in info:
+            return f"pip install 'finreflect-eval[{extra}] @ {url}'"
     checkout = PACKAGE_DIR.parent
-    if (checkout / "pyproject.toml").is_file() and not (PACKAGE_DIR / "_bundled").exists():
-        return f"pip install -e '{checkout}[{extra}]'"
+    source_tree = not (PACKAGE_DIR / "_bundled").exists()
+    if origin is None and source_tree and (checkout / "pyproject.toml").is_file():
+        return f"pip install -e '{checkout}[{extra}]'"  # run from a clone, not installed from it
     return f"pip install 'finreflect-eval[{extra}]'"
+
+
+def _installed_from() -> tuple[str, dict[str, Any]] | None:
+    """The URL (without credentials) and the record of where pip installed the running
+    package from, if it was installed from a URL or a folder and this is that installation."""
+    import json
+    from importlib import metadata
+
+    from finreflect_eval._util.redaction import redact_url
+
+    try:
+        dist = metadata.distribution("finreflect-eval")
+        info = json.loads(dist.read_text("direct_url.json") or "null")
+    except (metadata.PackageNotFoundError, ValueError, OSError):
+        return None
+    if not isinstance(info, dict) or not isinstance(info.get("url"), str):
+        return None
+    parts = urlsplit(info["url"])
+    editable = isinstance(info.get("dir_info"), dict) and info["dir_info"].get("editable")
+    if editable:
+        ours = Path(url2pathname(parts.path)).resolve() == PACKAGE_DIR.parent
+    else:  # installed as files: this package must be the one beside the record
+        ours = Path(str(dist.locate_file("finreflect_eval"))).resolve() == PACKAGE_DIR
+    if not ours:
+        return None
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host  # never a user or password
+    return redact_url(urlunsplit(parts._replace(netloc=netloc))), info
 
 
 def tasks_dir() -> Path:

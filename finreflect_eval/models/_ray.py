@@ -1,6 +1,7 @@
 """This process's connection to Ray, made once and shared by every replica set
 (`replicas.ReplicatedLM`): joined or started on first need, or earlier in the background
-(`replicas.start_ray_early`), and left when the process exits. What it costs is logged."""
+(`replicas.start_ray_early`), and left when the process exits. What it costs is logged. And
+what the cluster can hold (`_check_room`)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,13 @@ import sys
 import threading
 import time
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.resources import install_hint
+
+if TYPE_CHECKING:
+    from finreflect_eval.models._base import ReplicaPlan
 
 logger = logging.getLogger(__name__)
 
@@ -326,3 +330,31 @@ def _check_reachable(address: str | None, seconds: float = 10.0) -> None:
             f"cannot reach the Ray cluster at {address}: {first_line(exc)} (give HOST:PORT of a "
             "running head node, ray://HOST:PORT for Ray Client, or auto)"
         ) from None
+
+
+def _check_room(plan: ReplicaPlan, size: int) -> None:
+    """Refuse at once what the cluster can never hold, rather than wait for it (a placement
+    group that cannot be placed waits forever: lighteval #670): the cluster's totals, and for
+    replicas kept to one node each (`STRICT_PACK`), how many fit node by node."""
+    import ray
+
+    total = ray.cluster_resources()
+    need = {name: sum(b.get(name, 0) for b in plan.bundles) for b in plan.bundles for name in b}
+    for resource, each in sorted(need.items()):
+        if size * each > total.get(resource, 0):
+            raise FinReflectError(
+                f"data_parallel_size={size} needs {size * each:g} {resource} "
+                f"({each:g} per replica); the Ray cluster has {total.get(resource, 0):g}"
+            )
+    if plan.strategy != "STRICT_PACK":
+        return
+    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
+    fit = sum(
+        min((int(node.get(r, 0) // each) for r, each in need.items() if each), default=0)
+        for node in nodes
+    )
+    if fit < size:
+        raise FinReflectError(
+            f"data_parallel_size={size}: only {fit} replicas fit, each on one node "
+            f"({', '.join(f'{each:g} {r}' for r, each in sorted(need.items()))} per replica)"
+        )

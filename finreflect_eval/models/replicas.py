@@ -37,7 +37,13 @@ from finreflect_eval.models._base import (
     ReplicaPlan,
 )
 from finreflect_eval.models._cache import ResponseCache
-from finreflect_eval.models._ray import _SESSION, _import_ray, _since, _wait_for_exit
+from finreflect_eval.models._ray import (
+    _SESSION,
+    _check_room,
+    _import_ray,
+    _since,
+    _wait_for_exit,
+)
 from finreflect_eval.models._requests import Completion, GenerationRequest
 
 logger = logging.getLogger(__name__)
@@ -211,7 +217,7 @@ class ReplicatedLM(LM):
                 ),
             ).remote(backend, model, {**args, **plan.args})
             self.replicas.append(Replica(number, actor, group, plan))
-        self._wait([replica.group.ready() for replica in self.replicas], "placed")
+        self._wait_for_placement()
         logger.info("loading %d replicas of %s on Ray", size, model)
         loaded = self._wait([r.actor.load.remote() for r in self.replicas], "loaded")
         for replica, info in zip(self.replicas, loaded, strict=True):
@@ -225,6 +231,20 @@ class ReplicatedLM(LM):
         self.context_length = first["context_length"]
         self.commit = first["commit"]
 
+    def _wait_for_placement(self) -> None:
+        """Every replica's placement group reserved within the deadline. Asked of Ray's control
+        store: `group.ready()` would run a task, and so start a worker process, for each."""
+        deadline = time.monotonic() + self.timeout
+        late = [r for r in self.replicas if not r.group.wait(max(0.0, deadline - time.monotonic()))]
+        if late:
+            raise self._late(len(late), len(self.replicas), "placed")
+
+    def _late(self, late: int, of: int, step: str) -> FinReflectError:
+        return FinReflectError(
+            f"{late} of {of} replicas not {step} within replica_timeout={self.timeout:g} s; "
+            "`ray status` shows what the cluster has and waits for"
+        )
+
     def _wait(self, refs: list[Any], step: str) -> list[Any]:
         """The values of `refs` within the deadline; a replica's error, or none in time, stops
         here with one line."""
@@ -235,10 +255,7 @@ class ReplicatedLM(LM):
         while waiting:  # one at a time, so that the first failure stops here at once
             ready, waiting = ray.wait(waiting, timeout=max(0.0, deadline - time.monotonic()))
             if not ready:
-                raise FinReflectError(
-                    f"{len(waiting)} of {len(refs)} replicas not {step} within replica_timeout="
-                    f"{self.timeout:g} s; `ray status` shows what the cluster has and waits for"
-                )
+                raise self._late(len(waiting), len(refs), step)
             try:
                 ray.get(ready)
             except ray.exceptions.RayTaskError as exc:
@@ -455,34 +472,6 @@ def stop_ray() -> None:
     """Leave the Ray this process joined (stopping one it started; not one the caller started),
     now rather than at exit."""
     _SESSION.stop()
-
-
-def _check_room(plan: ReplicaPlan, size: int) -> None:
-    """Refuse at once what the cluster can never hold, rather than wait for it (a placement
-    group that cannot be placed waits forever: lighteval #670): the cluster's totals, and for
-    replicas kept to one node each (`STRICT_PACK`), how many fit node by node."""
-    import ray
-
-    total = ray.cluster_resources()
-    need = {name: sum(b.get(name, 0) for b in plan.bundles) for b in plan.bundles for name in b}
-    for resource, each in sorted(need.items()):
-        if size * each > total.get(resource, 0):
-            raise FinReflectError(
-                f"data_parallel_size={size} needs {size * each:g} {resource} "
-                f"({each:g} per replica); the Ray cluster has {total.get(resource, 0):g}"
-            )
-    if plan.strategy != "STRICT_PACK":
-        return
-    nodes = [node["Resources"] for node in ray.nodes() if node.get("Alive")]
-    fit = sum(
-        min((int(node.get(r, 0) // each) for r, each in need.items() if each), default=0)
-        for node in nodes
-    )
-    if fit < size:
-        raise FinReflectError(
-            f"data_parallel_size={size}: only {fit} replicas fit, each on one node "
-            f"({', '.join(f'{each:g} {r}' for r, each in sorted(need.items()))} per replica)"
-        )
 
 
 def _cause(exc: Any) -> BaseException:

@@ -166,11 +166,34 @@ def test_a_hung_replica_is_stopped_at_its_deadline(ray_cluster, tmp_path):
     and the stage stops with one line instead of waiting forever."""
     requests = faulty_requests(4, tmp_path / "calls.log", r1={"hang": True})
     started = time.perf_counter()
-    spec = scripted("faulty", batch_size=2, data_parallel_size=2, replica_timeout=2)
-    stop = pytest.raises(FinReflectError, match="no answer within replica_timeout=2 s")
+    spec = scripted("faulty", batch_size=2, data_parallel_size=2, replica_timeout=4)
+    stop = pytest.raises(FinReflectError, match="no answer within replica_timeout=4 s")
     with stop, load_model(spec) as lm:
         lm.generate(requests)
     assert time.perf_counter() - started < 60
+
+
+def test_replicas_the_cluster_is_too_busy_to_place_stop_at_the_deadline(ray_cluster):
+    """The cluster could hold them, but another job holds its CPUs: the start waits for them
+    until replica_timeout, then stops with one line and releases what it asked for."""
+    from ray.util.placement_group import (
+        placement_group,
+        placement_group_table,
+        remove_placement_group,
+    )
+
+    other_job = placement_group([{"CPU": 2}])
+    assert other_job.wait(30)
+    before = set(placement_group_table())
+    spec = scripted("faulty", batch_size=2, data_parallel_size=2, replica_timeout=1)
+    late = pytest.raises(FinReflectError, match=r"^2 of 2 replicas not placed within replica_")
+    try:
+        with late, load_model(spec):
+            pass
+        mine = {k: v for k, v in placement_group_table().items() if k not in before}
+        assert len(mine) == 2 and {g["state"] for g in mine.values()} == {"REMOVED"}
+    finally:
+        remove_placement_group(other_job)
 
 
 def test_retries_go_as_with_one_model_even_when_a_replica_dies_in_one(ray_cluster, tmp_path):
@@ -204,7 +227,7 @@ def test_a_hung_replica_is_stopped_and_its_batch_answered_by_another(ray_cluster
     flag = tmp_path / "hang-once"
     flag.touch()
     requests = faulty_requests(6, tmp_path / "calls.log", r3={"hang_once": str(flag)})
-    spec = scripted("faulty", batch_size=2, data_parallel_size=2, replica_timeout=3)
+    spec = scripted("faulty", batch_size=2, data_parallel_size=2, replica_timeout=4)
     with load_model(spec) as lm:
         results = lm.generate(requests)
         record = lm.resolved()
