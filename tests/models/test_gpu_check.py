@@ -110,3 +110,42 @@ def test_gpu_check_runs_on_a_cpu_and_prints_possible_timings(capsys):
     assert re.findall(r"^\| (\S+) \| [\d.]+ \|", done.stdout, re.M)[:2] == ["1", "2"]
     assert "| grammar set-up (s) |" in done.stdout and "| load (s) |" in done.stdout
     assert gpu_check.impossible(done.stdout) == []
+
+
+def test_the_ours_columns_time_the_hf_backend_s_generate_and_a_only_the_bare_call(
+    tiny_model_dir, monkeypatch
+):
+    """Each timed call is spied on: what it entered (the hf backend's `generate`, or the bare
+    `model.generate` alone) sets what it takes, 1 ms per token bare and 2 ms ours. Column (a)
+    must read 1 ms/step and (b), (c), (d) 2 ms/step: a column timing the other path, or the
+    bare call twice, shows in the row."""
+    from finreflect_eval.models import ModelSpec, load_model
+
+    with load_model(ModelSpec(str(tiny_model_dir), "hf", {"max_retries": 0})) as lm:
+        ours, bare = type(lm).generate, lm.hf_model.generate
+        entered: list[str] = []
+
+        def our_generate(self, *args, **kwargs):
+            entered.append("ours")
+            return ours(self, *args, **kwargs)
+
+        def bare_generate(*args, **kwargs):
+            entered.append("bare")
+            return bare(*args, **kwargs)
+
+        monkeypatch.setattr(type(lm), "generate", our_generate)
+        monkeypatch.setattr(lm.hf_model, "generate", bare_generate)
+        really_timed = gpu_check.timed
+
+        def spied(lm, batch, bare: bool) -> float:
+            entered.clear()
+            really_timed(lm, batch, bare=bare)
+            path = "ours" if entered[:1] == ["ours"] else "bare" if entered == ["bare"] else "?"
+            return {"bare": 0.001, "ours": 0.002}.get(path, -1.0) * batch[0].max_tokens
+
+        monkeypatch.setattr(gpu_check, "timed", spied)
+        schema = {"type": "object", "properties": {"a": {"type": "string"}}}
+        row = gpu_check.batch_row(lm, "1", 1, 3, schema, repeats=1)
+    steps = dict(zip(gpu_check.COLUMNS, row, strict=True))
+    assert [steps[column] for column in gpu_check.STEPS] == ["1.00", "2.00", "2.00", "2.00"]
+    assert steps["(b)/(a)"] == "2.000" and steps["(c)/(b)"] == "1.000"
