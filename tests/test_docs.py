@@ -158,3 +158,18 @@ def test_links_outside_the_docs_point_at_the_repository():
         "[a](https://github.com/o/r/blob/main/tasks/judges/small.yaml) [b](data.md#x) "
         "[c](https://github.com/o/r/blob/main/README.md#top) [d](https://e)"
     )
+
+
+def test_the_label_studio_people_are_told_to_start_is_the_one_the_tests_run():
+    """docs/people.md's install and start lines: the version the tests install, and every
+    option the tests start it with (the values are the reader's own)."""
+    from support import label_studio
+
+    text = (DOCS / "people.md").read_text(encoding="utf-8")
+    assert f"pip install label-studio=={label_studio.VERSION}" in text
+    start = text.split("label-studio start", 1)[1].split("```", 1)[0]
+    shown = {word for word in start.split() if word.startswith("--")}
+    tested = {str(w) for w in label_studio.start_command(REPO, 8080) if str(w).startswith("--")}
+    assert shown == tested
+    for setting in ("LABEL_STUDIO_LATEST_VERSION_CHECK=false", "LABEL_STUDIO_COLLECT_ANALYTICS"):
+        assert setting in text  # no calls home, as the tests start it

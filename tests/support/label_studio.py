@@ -175,11 +175,9 @@ def label_studio_server(workdir: Path | None = None) -> Iterator[LabelStudioServ
             yield server
 
 
-@contextlib.contextmanager
-def _running(data: Path, log: Path, timeout_s: float) -> Iterator[LabelStudioServer]:
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    command = [
+def start_command(data: Path, port: int) -> list[Any]:
+    """How the tests start Label Studio (docs/people.md shows the same command to people)."""
+    return [
         executable(),
         "start",
         "--no-browser",
@@ -188,6 +186,13 @@ def _running(data: Path, log: Path, timeout_s: float) -> Iterator[LabelStudioSer
         *("--username", USERNAME, "--password", PASSWORD, "--user-token", TOKEN),
         "--enable-legacy-api-token",  # without it (at the first start) the token gets 401
     ]
+
+
+@contextlib.contextmanager
+def _running(data: Path, log: Path, timeout_s: float) -> Iterator[LabelStudioServer]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = start_command(data, port)
     env = {name: os.environ[name] for name in _PASSED_ENV if name in os.environ}
     env.update(_OFFLINE_ENV)
     env["LABEL_STUDIO_BASE_DATA_DIR"] = str(data)
