@@ -124,7 +124,10 @@ def test_quickstart_run_writes_results_samples_and_review_queue(cli, tmp_path, t
 LONGEST_STILL = 30.0
 BAR = re.compile(
     r"(?P<desc>[^\r\n]+?): +(?P<percent>\d+\.\d)%\|[^|]*\| (?P<n>\d+\.\d\d)/(?P<total>\d+) \["
+    r"[^<\]]*<(?P<eta>[^,\]]+)"
 )
+# No ETA a stage's bar shows is over this many times what the whole stage took.
+ETA_OVER_STAGE = 3.0
 
 
 def compile_llguidance_kernel(model_dir) -> None:
@@ -142,10 +145,13 @@ def compile_llguidance_kernel(model_dir) -> None:
 
 @dataclass
 class Bars:
-    """A run's request bars, sampled every second: (seconds, desc, percent, n, total) of the bar
-    drawn last (desc None before the first); stdout and stderr as read."""
+    """A run's request bars, sampled every second: (seconds, desc, percent, n, total, ETA in
+    seconds or None for `?`) of the bar drawn last (desc None before the first); stdout and
+    stderr as read."""
 
-    samples: list[tuple[float, str | None, float, float, int]] = field(default_factory=list)
+    samples: list[tuple[float, str | None, float, float, int, float | None]] = field(
+        default_factory=list
+    )
     stdout: str = ""
     stderr: str = ""
 
@@ -159,7 +165,7 @@ def run_watching_bars(args: list[str]) -> tuple[subprocess.CompletedProcess, Bar
         stderr=subprocess.PIPE,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
-    bars, latest, out = Bars(), [(None, 0.0, 0.0, 0)], []
+    bars, latest, out = Bars(), [(None, 0.0, 0.0, 0, None)], []
 
     def read_stderr() -> None:
         text = ""
@@ -171,6 +177,7 @@ def run_watching_bars(args: list[str]) -> tuple[subprocess.CompletedProcess, Bar
                     float(match["percent"]),
                     float(match["n"]),
                     int(match["total"]),
+                    seconds_of(match["eta"]),
                 )
         bars.stderr = text
 
@@ -193,13 +200,28 @@ def run_watching_bars(args: list[str]) -> tuple[subprocess.CompletedProcess, Bar
     return subprocess.CompletedProcess(args, process.returncode, bars.stdout, bars.stderr), bars
 
 
+def seconds_of(eta: str) -> float | None:
+    """tqdm's remaining time (`MM:SS`, `H:MM:SS`) in seconds; None for `?`."""
+    if eta.strip() == "?":
+        return None
+    seconds = 0.0
+    for part in eta.strip().split(":"):
+        seconds = seconds * 60 + float(part)
+    return seconds
+
+
 def check_bars_move(bars: Bars, judges: int) -> None:
     """Extraction's bar and each judge's move while their stage runs: a fraction of a request
-    shows before the first batch ends, and no bar stands still for over `LONGEST_STILL`."""
+    shows before the first batch ends, no bar stands still for over `LONGEST_STILL`, and no
+    ETA is over `ETA_OVER_STAGE` times what its stage took."""
     stages: dict[str, list[tuple[float, float, float, int]]] = {}
-    for seconds, desc, percent, n, total in bars.samples:
-        if desc is not None:
-            stages.setdefault(desc, []).append((seconds, percent, n, total))
+    etas: dict[str, list[float]] = {}
+    for seconds, desc, percent, n, total, eta in bars.samples:
+        if desc is None:
+            continue
+        stages.setdefault(desc, []).append((seconds, percent, n, total))
+        if eta is not None:
+            etas.setdefault(desc, []).append(eta)
     judged = [desc for desc in stages if desc.startswith("judge ")]
     assert any(desc.endswith(" extract") for desc in stages) and len(judged) == judges, stages
     for desc, samples in stages.items():
@@ -210,8 +232,11 @@ def check_bars_move(bars: Bars, judges: int) -> None:
             if sample[1:] != since[1:]:  # the percentage or the count moved
                 since = sample
             longest = max(longest, sample[0] - since[0])
-        print(f"{desc}: ran {len(running)} s, longest still {longest:.0f} s")
+        took = samples[-1][0] - samples[0][0] + 1.0  # sampled each second
+        most = max(etas.get(desc, [0.0]))
+        print(f"{desc}: ran {len(running)} s, longest still {longest:.0f} s, ETA at most {most}")
         assert longest <= LONGEST_STILL, f"{desc}: still for {longest:.0f} s: {samples}"
+        assert most <= ETA_OVER_STAGE * took, f"{desc}: ETA {most:.0f} s, took {took:.0f} s"
 
 
 def readme_python_example() -> str:

@@ -322,9 +322,9 @@ class RequestBar:
 
     def __init__(self, total: int, desc: str) -> None:
         # miniters=0: a redraw whenever tqdm's mininterval has passed, however small the move.
-        # smoothing=0: the rate (and ETA) of the whole bar so far, not of the last redraws: within
-        # a batch the bar moves by an upper bound, and catches up when the batch's results come.
-        self.bar = tqdm(total=total, desc=desc, miniters=0, smoothing=0, bar_format=BAR_FORMAT)
+        self.bar = _FinishedRateBar(
+            total=total, desc=desc, miniters=0, unit="req", bar_format=BAR_FORMAT
+        )
         self.final = 0  # results final so far
         self.ceiling = 0.0  # as far as the current call's steps may move the bar
         self.share = 1.0  # how far one request of the current call may move the bar
@@ -341,6 +341,7 @@ class RequestBar:
     def answered(self, final: int) -> None:
         """`final` more results are final."""
         self.final += final
+        self.bar.finished = self.final
         # Steps stop at the ceiling, which is the final count at the batch's end: the bar stands
         # there exactly then, and holds (never moves back) while the batch's retries remain.
         self._move_to(self.final)
@@ -352,6 +353,22 @@ class RequestBar:
         if n > self.bar.n:
             self.bar.update(n - self.bar.n)  # tqdm's rate and ETA follow its updates
             self.bar.n = n  # exact, whatever the rounding of the sum
+
+
+class _FinishedRateBar(tqdm):
+    """A bar whose rate, and so its ETA, counts only finished requests: within a batch the bar
+    moves by a lower bound of the work done (a row that ends early is credited when its result
+    comes), and a rate of that would promise hours for minutes. Before the first result: `?`."""
+
+    finished = 0
+
+    @property
+    def format_dict(self) -> dict[str, Any]:
+        shown = super().format_dict
+        elapsed = shown["elapsed"]
+        # 0, not None: tqdm computes a rate of its own from None, and shows `?` for 0.
+        shown["rate"] = self.finished / elapsed if self.finished and elapsed else 0
+        return shown
 
 
 class Attempts:

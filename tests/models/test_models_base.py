@@ -214,3 +214,25 @@ def test_without_a_shown_bar_a_backend_has_nothing_to_call():
     with progress.progress_bars(False):
         SteppingModel(trace).generate([GenerationRequest(prompt=str(i)) for i in range(5)])
     assert trace == [("no bar", 0)] * 2  # one a batch
+
+
+def test_the_bar_s_eta_counts_only_finished_requests():
+    """Ten minutes into a batch of eight whose steps moved the bar to 0.2 (a lower bound: rows
+    end before max_tokens), no request has finished: the ETA is `?`, not the 6 h 30 min a rate
+    of 0.2 in 10 min promises. Once four have finished in 10 min, 10 min more for the rest."""
+    from tqdm import tqdm
+
+    from finreflect_eval.models._base import RequestBar
+
+    bar = RequestBar(8, "judge x")
+    try:
+        bar.call(8)
+        bar.advance(1.0, 0.2)
+        bar.bar.start_t -= 600  # ten minutes ago
+        shown = tqdm.format_meter(**bar.bar.format_dict)
+        assert "0.20/8 [10:00<?, ?req/s]" in shown, shown
+        bar.answered(4)
+        shown = tqdm.format_meter(**bar.bar.format_dict)
+        assert "4.00/8 [10:00<10:00, " in shown, shown
+    finally:
+        bar.close()
