@@ -4,21 +4,15 @@ publishing dataset folders.
 May import `chunking`, `records`, `protocol` and `_util`.
 """
 
+import importlib
+from typing import Any
+
 from finreflect_eval._util.hashing import text_sha256
-from finreflect_eval.data._build import (
-    DEFAULT_MAX_TOKENS,
-    build_spans,
-    check_output_folder,
-    push_dataset,
-    write_card,
-    write_dataset_folder,
-)
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
 from finreflect_eval.data._info import describe, describe_slice
 from finreflect_eval.data._load import SAMPLE, available_splits, load_benchmark, resolve_dataset
 from finreflect_eval.data._records import (
     CONFIGS,
-    FEATURES,
     Benchmark,
     Judgment,
     ReferenceTriple,
@@ -60,3 +54,24 @@ __all__ = [
     "write_card",
     "write_dataset_folder",
 ]
+
+# Imported on first use: building and publishing (and the columns' `datasets.Features`) pull in
+# `datasets` and the Hub client, seconds that a command reading a run folder never needs.
+_LAZY = {
+    "DEFAULT_MAX_TOKENS": "_build",
+    "build_spans": "_build",
+    "check_output_folder": "_build",
+    "push_dataset": "_build",
+    "write_card": "_build",
+    "write_dataset_folder": "_build",
+    "FEATURES": "_records",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value

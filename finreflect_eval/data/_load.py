@@ -9,9 +9,8 @@ from collections.abc import Iterable, Mapping
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import datasets
 from pydantic import BaseModel, ValidationError
 
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field, first_line
@@ -21,6 +20,9 @@ from finreflect_eval.data._evalbench import evalbench_to_benchmark, first_chunks
 from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark
 from finreflect_eval.data._slice import select_slice
 from finreflect_eval.records import SliceSpec
+
+if TYPE_CHECKING:
+    import datasets
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +59,8 @@ def load_benchmark(
     of `domyn/FinReflectKG-EvalBench` (one triple per row with its chunk), told apart by columns;
     `config` names the config of row data (lm-eval's `dataset_name`).
     """
+    import datasets
+
     source = resolve_dataset(dataset)
     # datasets 5.x keys its cache of a local folder by the folder's name, not its content, so a
     # rebuilt folder (or another folder of the same name) would load stale rows: local data is
@@ -139,6 +143,8 @@ def _load(
     cache_dir: str | None,
     limit: int | None,
 ) -> Benchmark:
+    import datasets
+
     # Row data (one triple per row) can be huge (domyn/FinReflectKG: 17.5M rows): with a limit
     # it is streamed and read only as far as the first `limit` chunks.
     stream = limit is not None
@@ -213,6 +219,8 @@ def _load_our_format(
     name: str,
     cache_dir: str | None,
 ) -> Benchmark:
+    import datasets
+
     records: dict[str, list[Any]] = {}
     for config in CONFIGS:
         if config not in configs:  # e.g. a freshly built folder has spans only
@@ -279,6 +287,8 @@ def _check_integrity(spans, triples, judgments, *, where: str) -> None:
 
 def available_splits(dataset: str, revision: str | None = None) -> list[str]:
     """Split names of a dataset (of its `spans` config in our format), test first."""
+    import datasets
+
     source = resolve_dataset(dataset)
     try:
         if Path(source).is_file():

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-import datasets
 from pydantic import BaseModel, ConfigDict, Field
 
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
@@ -91,51 +91,65 @@ RECORD_TYPES: dict[str, type[BaseModel]] = {
     "judgments": Judgment,
 }
 
-_str = datasets.Value("string")
-FEATURES = {
-    "spans": datasets.Features(
-        {
-            "span_id": _str,
-            "ticker": _str,
-            "company": _str,
-            "fiscal_year": datasets.Value("int32"),
-            "form": _str,
-            "source_file": _str,
-            "section": _str,
-            "page_id": _str,
-            "chunk_index": datasets.Value("int32"),
-            "content_type": _str,
-            "text": _str,
-            "n_tokens": datasets.Value("int32"),
-            "sha256": _str,
-        }
-    ),
-    "reference_triples": datasets.Features(
-        {
-            name: _str
-            for name in (
-                "span_id",
-                "triple_id",
-                *Triple.model_fields,
-                "source",
-            )
-        }
-    ),
-    "judgments": datasets.Features(
-        {
-            name: _str
-            for name in (
-                "span_id",
-                "triple_id",
-                "criterion",
-                "label",
-                "annotator",
-                *Triple.model_fields,
-                "flaw",
-            )
-        }
-    ),
-}
+
+def __getattr__(name: str) -> Any:
+    """`FEATURES`, made on first use: `datasets` (seconds to import) only for what builds or
+    loads a dataset, not for every command that reads the package's records."""
+    if name == "FEATURES":
+        return _features()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@functools.cache
+def _features() -> dict[str, Any]:
+    """The `datasets.Features` of each config (the parquet columns and their types)."""
+    import datasets
+
+    _str = datasets.Value("string")
+    return {
+        "spans": datasets.Features(
+            {
+                "span_id": _str,
+                "ticker": _str,
+                "company": _str,
+                "fiscal_year": datasets.Value("int32"),
+                "form": _str,
+                "source_file": _str,
+                "section": _str,
+                "page_id": _str,
+                "chunk_index": datasets.Value("int32"),
+                "content_type": _str,
+                "text": _str,
+                "n_tokens": datasets.Value("int32"),
+                "sha256": _str,
+            }
+        ),
+        "reference_triples": datasets.Features(
+            {
+                name: _str
+                for name in (
+                    "span_id",
+                    "triple_id",
+                    *Triple.model_fields,
+                    "source",
+                )
+            }
+        ),
+        "judgments": datasets.Features(
+            {
+                name: _str
+                for name in (
+                    "span_id",
+                    "triple_id",
+                    "criterion",
+                    "label",
+                    "annotator",
+                    *Triple.model_fields,
+                    "flaw",
+                )
+            }
+        ),
+    }
 
 
 @dataclass
