@@ -1,10 +1,12 @@
 """What the hf backend gives transformers' `generate`: a request's sampling settings, and
 stopping criteria (one that reports each decoding step to the progress bar, one that ends each
-row of a batch at its own length)."""
+row of a batch at its own length). And what the vllm backend gives `vllm.LLM` for its progress
+(`finished_requests`)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from finreflect_eval.models._requests import GenerationRequest
@@ -67,3 +69,41 @@ def until(ids: list[int], ends: set[int]) -> list[int]:
         if token in ends:
             return ids[: position + 1]
     return ids
+
+
+def finished_requests(on_work: Callable[[float], None] | None) -> Callable[..., Any] | bool:
+    """vLLM's `use_tqdm`: each request vLLM finishes moves the run's own bar (`on_work`, a unit
+    a request), rather than the whole call at its end; vLLM's bars for rendering prompts are
+    left out. False where no bar is shown."""
+    if on_work is None:
+        return False
+
+    def progress(iterable: Iterable[Any] | None = None, **_: Any) -> Any:
+        return iterable if iterable is not None else _FinishedRequests(on_work)
+
+    return progress
+
+
+class _FinishedRequests:
+    """What `vllm.LLM` asks of the bar it makes with `use_tqdm` while its engine runs: `update`
+    as requests finish, and `format_dict["elapsed"]` and `postfix` for its token rates."""
+
+    def __init__(self, on_work: Callable[[float], None]) -> None:
+        self.on_work = on_work
+        self.n = 0
+        self.postfix = ""
+        self.started = time.perf_counter()
+
+    @property
+    def format_dict(self) -> dict[str, float]:
+        return {"elapsed": max(time.perf_counter() - self.started, 1e-9)}
+
+    def update(self, n: float = 1) -> None:
+        self.n += n
+        self.on_work(n)
+
+    def refresh(self) -> None:
+        pass  # the run's bar redraws itself
+
+    def close(self) -> None:
+        pass

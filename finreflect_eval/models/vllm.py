@@ -23,6 +23,7 @@ from finreflect_eval.models._base import (
 )
 from finreflect_eval.models._cache import ResponseCache
 from finreflect_eval.models._chat import ChatTemplate, chat_messages, tokenizer_info
+from finreflect_eval.models._generate_args import finished_requests
 from finreflect_eval.models._requests import Completion, GenerationRequest, Message, closed_schema
 from finreflect_eval.models._thinking import (
     ALWAYS_THINKING,
@@ -330,27 +331,29 @@ class VLLMModel(LM):
         params = [
             sampling_params(request, self.thinking.budget, self.harmony) for request in requests
         ]
+        # The run's bar moves as vLLM finishes each request, not once for the whole call.
+        progress = finished_requests(self.decoding_progress(len(requests), len(requests)))
         # One call for the whole batch: vLLM's scheduler batches across requests itself.
         if self.harmony:
             effort = self.reasoning_effort
             outputs = self.llm.generate(
                 [{"prompt_token_ids": _harmony.render(r, effort)} for r in requests],
                 sampling_params=params,
-                use_tqdm=False,
+                use_tqdm=progress,
             )
         elif self.chat:
             switch = self.thinking.template_switch()
             outputs = self.llm.chat(
                 [self._messages(request) for request in requests],
                 sampling_params=params,
-                use_tqdm=False,  # LM.generate shows the progress
+                use_tqdm=progress,
                 **({"chat_template_kwargs": switch} if switch else {}),
             )
         else:
             outputs = self.llm.generate(
                 [request.plain_prompt() for request in requests],
                 sampling_params=params,
-                use_tqdm=False,
+                use_tqdm=progress,
             )
         return [
             Completion(

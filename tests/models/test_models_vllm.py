@@ -156,7 +156,7 @@ def test_chat_model_batch(engineless, enable_thinking):
     results = lm.generate(requests)
 
     [(method, conversations, sampling, kwargs)] = lm.llm.calls
-    assert method == "chat" and kwargs["use_tqdm"] is False
+    assert method == "chat" and callable(kwargs["use_tqdm"])  # the run's bar, not vLLM's
     assert conversations == [
         [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Q1"}],
         [{"role": "user", "content": "Q2"}],
@@ -204,7 +204,7 @@ def test_base_model_gets_plain_prompts(engineless, monkeypatch):
     )
     [(method, prompts, sampling, kwargs)] = lm.llm.calls
     assert (method, prompts) == ("generate", ["Plain prompt.", "As text."])
-    assert kwargs["use_tqdm"] is False
+    assert callable(kwargs["use_tqdm"])
     assert len(sampling) == 2 and all(r.ok for r in results)
 
 
@@ -329,3 +329,49 @@ def test_readme_vllm_serve_recipe_for_the_paper_panel(real_vllm):
     endpoints = re.search(r"^ +--judge-endpoints (\S+)$", readme, re.M).group(1)
     judges = dict(item.split("=", 1) for item in endpoints.split(","))
     assert [j.backend for j in paper.at_endpoints(judges).judges] == ["openai"] * 3
+
+
+def test_vllm_s_own_engine_loop_moves_the_run_s_bar_per_finished_request(real_vllm, capsys):
+    """vLLM's `LLM._run_engine` (real) with a fake engine finishing one of four requests a
+    step: the run's bar moves a request each time, and vLLM draws no bar of its own; its
+    prompt-rendering bars are left out (the iterable comes back as it went in)."""
+    from vllm import LLM
+    from vllm.outputs import CompletionOutput, RequestOutput
+
+    from finreflect_eval.models._generate_args import finished_requests
+
+    class Engine:
+        def __init__(self) -> None:
+            self.left = [str(n) for n in range(4)]
+
+        def get_num_unfinished_requests(self) -> int:
+            return len(self.left)
+
+        def has_unfinished_requests(self) -> bool:
+            return bool(self.left)
+
+        def step(self) -> list[RequestOutput]:
+            done = CompletionOutput(0, "{}", [1, 2], None, None)
+            return [RequestOutput(self.left.pop(0), "p", [5, 6, 7], None, [done], True)]
+
+    moved: list[float] = []
+    progress = finished_requests(moved.append)
+    assert finished_requests(None) is False  # no bar shown: vLLM draws none either
+    prompts = ["a", "b"]
+    assert progress(prompts, desc="Rendering prompts") is prompts
+    llm = object.__new__(LLM)
+    llm.llm_engine = Engine()
+    outputs = llm._run_engine(RequestOutput, use_tqdm=progress)
+    assert [output.request_id for output in outputs] == ["0", "1", "2", "3"]
+    assert moved == [1, 1, 1, 1]
+    assert "Processed prompts" not in capsys.readouterr().err
+
+
+def test_with_bars_off_vllm_shows_none_either(engineless):
+    from finreflect_eval._util import progress
+
+    lm = VLLMModel("m-chat")
+    with progress.progress_bars(False):
+        lm.generate([GenerationRequest(prompt="Q1", schema=SCHEMA)])
+    [(_, _, _, kwargs)] = lm.llm.calls
+    assert kwargs["use_tqdm"] is False
