@@ -182,15 +182,16 @@ def upgrade(args: argparse.Namespace) -> None:
 def submit(args: argparse.Namespace) -> None:
     from finreflect_eval import leaderboard
 
-    target, pull_request = leaderboard.submit(
+    submitted = leaderboard.submit_entry(
         args.results, args.leaderboard, hub_repo=args.hub_repo, dry_run=args.dry_run
     )
     if args.dry_run:
-        print(f"accepted (dry run): would be written to {target}")
+        said = f"accepted (dry run): would be written to {submitted.target}"
     elif args.hub_repo:
-        print(f"submitted to {args.hub_repo}: {pull_request}")
+        said = f"submitted to {args.hub_repo}: {submitted.pull_request}"
     else:
-        print(f"accepted: {target}; {args.leaderboard / 'index.html'} rebuilt")
+        said = f"accepted: {submitted.target}; {args.leaderboard / 'index.html'} rebuilt"
+    print(f"{said}; {submitted.standing}")
 
 
 def view(args: argparse.Namespace) -> None:

@@ -30,23 +30,44 @@ May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scorin
 `data`, `records`, `stats`, `protocol`, `_util`).
 """
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from finreflect_eval.leaderboard.entries import add_entry, load_entries
-from finreflect_eval.leaderboard.render import build, check
+from finreflect_eval.leaderboard.render import build, check, standing_of
 from finreflect_eval.leaderboard.verify import bundle_run, check_model_name, verify, verify_audit
+
+
+@dataclass(frozen=True)
+class Submitted:
+    """Where a submission was (or would be) written, the pull request's URL (None: none was
+    opened), and where it goes on the page (`render.standing_of`: its section, and its rank or
+    why it has none)."""
+
+    target: Path
+    pull_request: str | None
+    standing: str
+
+
+def submit_entry(
+    source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
+) -> Submitted:
+    """Verify a run's results (a results file, a run folder or a bundle) or a judge audit, add
+    it to the leaderboard and rebuild the page; or, with `hub_repo`, open a pull request with it
+    instead; with `dry_run`, only verify it."""
+    added = add_entry(source, leaderboard, hub_repo=hub_repo, dry_run=dry_run)
+    standing = standing_of(leaderboard, added.entry, added.stored)
+    if not dry_run and not hub_repo:
+        build(leaderboard)
+    return Submitted(added.target, added.pull_request, standing)
 
 
 def submit(
     source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
 ) -> tuple[Path, str | None]:
-    """Verify a run's results (a results file, a run folder or a bundle) or a judge audit, add
-    it to the leaderboard and rebuild the page; or, with `hub_repo`, open a pull request with it
-    instead. Returns where it was (or would be) written, and the pull request's URL."""
-    target, pull_request = add_entry(source, leaderboard, hub_repo=hub_repo, dry_run=dry_run)
-    if not dry_run and not hub_repo:
-        build(leaderboard)
-    return target, pull_request
+    """`submit_entry`: where it was (or would be) written, and the pull request's URL."""
+    submitted = submit_entry(source, leaderboard, hub_repo=hub_repo, dry_run=dry_run)
+    return submitted.target, submitted.pull_request
 
 
 __all__ = [
@@ -56,6 +77,7 @@ __all__ = [
     "check_model_name",
     "load_entries",
     "submit",
+    "submit_entry",
     "verify",
     "verify_audit",
 ]

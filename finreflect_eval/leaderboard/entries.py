@@ -51,6 +51,8 @@ class RunEntry:
     """Why it is a community entry though its data is official (`Verdict.community`)."""
     audit: dict[str, Any] | None = None
     """Its re-judging audit as its row shows it (`audited.audit_cell`); None: not audited."""
+    stored: Path | None = None
+    """The file it was read from (`load_entries`); None: not stored yet."""
 
     @property
     def shown(self) -> Submission:
@@ -193,11 +195,14 @@ def load_entries(leaderboard: Path, kind: str) -> list[Entry]:
     for path, content in stored:
         earlier = [e.submission for e in entries if isinstance(e, RunEntry)]
         try:
-            entries.append(entry_of(content, leaderboard, earlier))
+            entry = entry_of(content, leaderboard, earlier)
         except FinReflectError as exc:
             if str(exc).startswith(str(path)):  # named once, whoever named it first
                 raise
             raise _naming(exc, path) from exc
+        if isinstance(entry, RunEntry):
+            entry.stored = path
+        entries.append(entry)
     return entries
 
 
@@ -208,12 +213,22 @@ def _naming(exc: FinReflectError, path: Path) -> FinReflectError:
     return FinReflectError(f"{path}: {exc}")
 
 
+@dataclass
+class Added:
+    """What `add_entry` did: the verified entry, the entries stored before it, where it was (or
+    would be) written, and the pull request's URL (None: none was opened)."""
+
+    entry: Entry
+    stored: list[Entry]
+    target: Path
+    pull_request: str | None = None
+
+
 def add_entry(
     source: Path, leaderboard: Path, *, hub_repo: str | None = None, dry_run: bool = False
-) -> tuple[Path, str | None]:
+) -> Added:
     """Verify a run (or a judge audit) and store it in the leaderboard folder, or open a pull
-    request with it on a Hub repo. Returns where it was (or would be) written, and the pull
-    request's URL."""
+    request with it on a Hub repo."""
     content = bundle_run(source)
     stored = load_entries(
         leaderboard, "audits" if isinstance(content, JudgeAudit) else "submissions"
@@ -232,13 +247,17 @@ def add_entry(
         raise FinReflectError(f"refused: {entry.describe()} would leave the {entry.kind} folder")
     content = entry.submission if isinstance(entry, RunEntry) else entry.audit
     payload = content.model_dump_json(by_alias=True, indent=1) + "\n"
+    added = Added(entry, stored, target)
     if dry_run:
-        return target, None
+        return added
     if hub_repo:
-        return target, _open_pull_request(hub_repo, relative.as_posix(), payload, entry.describe())
+        added.pull_request = _open_pull_request(
+            hub_repo, relative.as_posix(), payload, entry.describe()
+        )
+        return added
     target.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(target, payload)
-    return target, None
+    return added
 
 
 def _open_pull_request(repo: str, path_in_repo: str, payload: str, what: str) -> str:

@@ -32,11 +32,21 @@ from finreflect_eval._util.version import __version__
 from finreflect_eval.leaderboard.audited import audit_cell, load_audits
 from finreflect_eval.leaderboard.entries import (
     REPORTS,
+    AuditEntry,
+    Entry,
     RunEntry,
     load_entries,
 )
 from finreflect_eval.leaderboard.published import load_published
-from finreflect_eval.leaderboard.rows import LETTERS, MODES, SECTIONS, judge_rows, mean_of, rows_of
+from finreflect_eval.leaderboard.rows import (
+    LETTERS,
+    MODES,
+    SECTIONS,
+    judge_rows,
+    mean_of,
+    rows_of,
+    standing,
+)
 from finreflect_eval.review.queue import spreadsheet_safe
 from finreflect_eval.runs.store import write_atomic
 from finreflect_eval.stats.agreement import ALPHA_GATE
@@ -53,11 +63,28 @@ def render(leaderboard: Path) -> dict[str, str]:
     return _files(leaderboard, load_entries(leaderboard, "submissions"))
 
 
-def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
+def _rows(leaderboard: Path, entries: list[RunEntry]) -> list[dict[str, Any]]:
+    """The entries' rows, each with its re-judging audit (the board's audit files)."""
     audits = load_audits(leaderboard, entries)
     for entry in entries:
         entry.audit = audit_cell(audits.get(entry.path))
-    rows = rows_of(entries)
+    return rows_of(entries)
+
+
+def standing_of(leaderboard: Path, entry: Entry, stored: list[Entry]) -> str:
+    """Where a verified entry would go on the page, in one line: its section and its rank, or
+    why it has none, from the row the build gives it beside the `stored` entries; an audit's,
+    the Judges table."""
+    if isinstance(entry, AuditEntry):
+        return f"the Judges table, {'an official' if entry.official else 'a community'} panel"
+    entries = [e for e in stored if isinstance(e, RunEntry)] + [entry]
+    return next(
+        standing(row) for row in _rows(leaderboard, entries) if row["run_id"] == entry.run_id
+    )
+
+
+def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
+    rows = _rows(leaderboard, entries)
     judges = judge_rows(load_entries(leaderboard, "audits"))
     published = [row.row() for row in load_published(leaderboard)]
     return {
@@ -131,10 +158,11 @@ def _reports(entries: list[RunEntry]) -> dict[Path, RunEntry]:
     reports: dict[Path, RunEntry] = {}
     for entry in entries:
         folder = entry.report_folder
-        if folder in reports:  # two stored names that differ only in unsafe characters
+        if folder in reports:  # two stored files of one submission (a copy), or names that
+            # differ only in unsafe characters
             raise FinReflectError(
-                f"{entry.describe()} and {reports[folder].describe()} share the report folder "
-                f"{folder}"
+                f"{reports[folder].stored} and {entry.stored} share the report folder {folder} "
+                "(the same submission twice?): remove one"
             )
         reports[folder] = entry
     return reports

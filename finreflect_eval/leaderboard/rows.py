@@ -350,9 +350,34 @@ def _place(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> None:
         row["next_difference"] = mine.next_difference
         row["next_difference_ci"] = mine.next_difference_ci
         row["ranking_stability"] = mine.stability
-        failed = row["audit"] is not None and row["audit"]["state"] == "failed"
-        if row["section"] == "official" and row["data_version.pinned"] is True and not failed:
+        if unranked_reason(row) is None:
             row["rank"] = mine.place
+
+
+def unranked_reason(row: dict[str, Any]) -> str | None:
+    """Why a row gets no `rank` (None: it is ranked; see `rows_of`)."""
+    if row["section"] == "smoke":
+        return "the bundled sample is never ranked"
+    if row["section"] == "community":
+        return f"a community entry ({'; '.join(row['community_reasons'])})"
+    if row["audit"] is not None and row["audit"]["state"] == "failed":
+        return "its re-judging audit failed"
+    if row["data_version.pinned"] is None:
+        return "no version of its dataset is pinned yet"
+    if row["data_version.pinned"] is False:
+        return "its data is not the pinned version"
+    return None
+
+
+def standing(row: dict[str, Any]) -> str:
+    """A placed row's section and rank, or why it has none, in one line (what `submit` says)."""
+    why = unranked_reason(row)
+    if why is None:
+        return (
+            f"the {row['section']} section, ranked {row['rank']} of {row['group_size']} on the "
+            "pinned data version"
+        )
+    return f"the {row['section']} section, not ranked: {why}"
 
 
 def _board_order(rows: list[dict[str, Any]], standing: dict[str, Standing]) -> list[dict[str, Any]]:

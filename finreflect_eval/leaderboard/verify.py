@@ -40,6 +40,7 @@ from finreflect_eval.records import (
     Submission,
     TaskCost,
     parse,
+    read,
     read_json,
 )
 from finreflect_eval.records.lm_eval import submitted
@@ -65,12 +66,19 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     bundle as it is."""
     path = Path(path)
     if path.is_dir():
+        if not any(path.glob("results_*.json")):
+            raise FinReflectError(unscored(path))
         path = newest(path, "results_*.json")
     data = read_json(path, MAX_SUBMISSION_BYTES)
     if isinstance(data, dict) and "results" in data and "manifest" in data:
         return parse(Submission, data, path)
     if isinstance(data, dict) and "verdicts" in data:
         return parse(JudgeAudit, data, path)
+    if not isinstance(data, dict) or "results" not in data:  # (an older one has `results` too)
+        raise FinReflectError(
+            f"{path} is not a submission: it holds no `results` (a results_*.json or a "
+            "bundle) and no `verdicts` (a judge audit)"
+        )
     results = parse(Results, data, path)
     run = load_run(path.parent / f"manifest_{results.run}.json")
     samples = {task: [submitted(record) for record in rows] for task, rows in run.records.items()}
@@ -81,6 +89,32 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     # People's labels (`review import`), from which scoring made the results' `human` block.
     labels = run.store.human_labels(run.manifest)
     return Submission(results=results, manifest=manifest, samples=samples, human_labels=labels)
+
+
+def unscored(folder: Path) -> str:
+    """Why a folder holds no results to submit, from its newest manifest: the run is still
+    extracting, or not judged, or judged and not scored; with the command that finishes it."""
+    manifests = sorted(folder.glob("manifest_*.json"))
+    if not manifests:
+        return (
+            f"{folder}: no results_*.json or manifest_*.json here: not a run folder (submit the "
+            "folder `finreflect-eval run` wrote, or its results_*.json)"
+        )
+    manifest = read(Manifest, manifests[-1])
+    rerun = f"rerun the same `finreflect-eval run` command (it resumes run {manifest.run})"
+    if manifest.status == "extracting":
+        return f"{folder}: run {manifest.run} is still extracting (not judged or scored): {rerun}"
+    if not manifest.judging:
+        return (
+            f"{folder}: run {manifest.run} is extracted but not judged or scored: {rerun}, or "
+            f"`finreflect-eval judge --samples {folder}` then `finreflect-eval score --samples "
+            f"{folder}`"
+        )
+    panels = ", ".join(f"'{panel}'" for panel in manifest.judging)
+    return (
+        f"{folder}: run {manifest.run} is judged by panel {panels} but not scored: "
+        f"finreflect-eval score --samples {folder}"
+    )
 
 
 def as_refusal(check: Callable[..., T]) -> Callable[..., T]:

@@ -36,8 +36,23 @@ def check_version(data: Any, where: str | Path) -> None:
     )
 
 
+def _check_kind(model: type[FileRecord], data: Any, where: str | Path) -> None:
+    """A one-line error for JSON that is no such file at all: without a format version and
+    without any of its fields (an older file of the kind has some: its version is what is
+    wrong)."""
+    fields = [info.alias or name for name, info in model.model_fields.items()]
+    if isinstance(data, dict) and ("format_version" in data or set(fields) & set(data)):
+        return
+    shown = ", ".join([name for name in fields if name != "format_version"][:4])
+    raise FinReflectError(
+        f"{where} is not a {model.__name__} file: it has no format_version and none of its "
+        f"fields ({shown}, ...)"
+    )
+
+
 def parse(model: type[M], data: Any, where: str | Path) -> M:
     """`data` (parsed JSON) as `model`, after the version check; errors name `where`."""
+    _check_kind(model, data, where)
     check_version(data, where)
     try:
         return model.model_validate(data)

@@ -1,6 +1,7 @@
 """The leaderboard page in headless Chromium (Debian's `chromium`, driven by Playwright): it
 loads from file:// without console errors or network requests; official entries are ranked and
-community and smoke entries are shown apart; headers sort (details move with their entry); the
+community and smoke entries are shown apart; the ranking's first rows are on a 1,400 × 1,000 first
+screen, with how it is scored one click away; headers sort (details move with their entry); the
 page does not scroll sideways at 1,280 and 390 px; every number on it equals leaderboard.json;
 and it is saved as a screenshot. Markup in what a submitter writes that no rule restricts to a
 plain name (the judges' names; their reasoning, in an entry's report) is shown as text, never run.
@@ -21,6 +22,7 @@ from support.official import PAPER, hub_folder, register
 from support.runs import TRIPLES, audit_with, panel_file, scripted_run
 
 from finreflect_eval.leaderboard import build, check, submit
+from finreflect_eval.leaderboard.rows import standing
 from finreflect_eval.pipeline.audit import write_audit
 from finreflect_eval.pipeline.judging import load_panel
 
@@ -162,6 +164,18 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
         assert page.locator("#board-community .badge.smoke").count() == 1
         assert "acme/tiny-smoke" in page.locator("#board-community").inner_text()
 
+        # The first screen of a laptop shows the ranking; how it is scored is one click away.
+        screen = browser.new_page(viewport={"width": 1400, "height": 1000})
+        screen.goto((board / "index.html").as_uri())
+        first_row = screen.locator("#board-official tr.entry").first.bounding_box()
+        assert first_row["y"] + first_row["height"] <= 1000, first_row
+        screen.locator('header a[href="#about"]').click()
+        about = screen.locator("#about")
+        assert "Range and ties" in about.inner_text() and about.is_visible()
+        assert (
+            screen.evaluate("document.getElementById('about').getBoundingClientRect().top") < 1000
+        )
+
         # Every number on the page is the one in leaderboard.json.
         checked = 0
         for run, cells in {**official, **others}.items():
@@ -181,6 +195,9 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
         assert by_model["acme/kg-70b"]["rank_range"] == [1, 1]
         assert by_model["acme/kg-7b"]["rank_range"] == by_model["acme/kg-7b-twin"]["rank_range"]
         assert by_model["acme/kg-7b"]["rank_range"] == [2, 3]
+        assert standing(by_model["acme/kg-70b"]) == (  # what `submit` says of it
+            "the official section, ranked 1 of 3 on the pinned data version"
+        )
         ranges = page.eval_on_selector_all(
             "#board-official tr.entry td.range", "cells => cells.map(c => c.textContent.trim())"
         )
@@ -211,7 +228,7 @@ def test_the_page_ranks_splits_sorts_fits_and_shows_the_json_numbers(tmp_path):
         cell = detail.locator('[data-key="single_pass.alpha_F"]')
         assert cell.inner_text().replace(" ", "") == f"⚠{alpha:.2f}[{low:.2f},{high:.2f}]"
         row.locator("button.toggle").click()
-        assert "upper end is under 0.667" in page.locator("header").inner_text()
+        assert "upper end is under 0.667" in page.locator("#about").inner_text()
 
         # Sorting moves an entry and its detail row together.
         header = page.locator('#board-official th:has(button[data-key="overall"])')
