@@ -125,34 +125,27 @@ def _parents(path: str) -> list[str]:
     return [str(parent) for parent in PurePosixPath(path).parents][:-1]  # without "."
 
 
-def swap_in(staging: Path, output: Path, kept: Iterable[str]) -> None:
-    """Make the folder `staging` (beside `output`, written whole) `output`: the user's files
-    (`kept`) are carried over into it first, then it is renamed in, so a reader sees the old
-    folder or the new one, each with the user's files. They are hard-linked (copied where the
-    file system cannot link), so until the swap they are still in `output`, and an interrupted
-    carry-over loses nothing of theirs. Their folders without files come too (no write of ours
-    leaves one)."""
-    for root, folders, files in os.walk(output):
-        target = staging / Path(root).relative_to(output)
-        if not folders and not files and not target.exists():
-            target.mkdir(parents=True)
-    for name in kept:
-        source, target = output / name, staging / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            os.symlink(os.readlink(source), target)
-        else:
-            try:
-                os.link(source, target)
-            except OSError:
-                shutil.copy2(source, target)
-    old = None
-    if output.exists():
-        old = output.parent / f".{output.name}.{secrets.token_hex(4)}.old"
-        output.rename(old)
-    staging.rename(output)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+def move_in(staging: Path, output: Path, plan: Plan, marker: str) -> None:
+    """Move the files written whole in `staging` (a folder inside `output`, so on its file
+    system) into `output`, each renamed over the old one, then remove ours that the new write
+    lacks (`plan.stale`); `output` itself is never renamed: it may be the current folder or a
+    mount point, and it holds the user's files. Until `staging`'s marker (the new record) comes
+    last, the record lists every file of the old and the new write and of `staging`, so a
+    killed write leaves none of them taken for the user's: the next write replaces or removes
+    them."""
+    names = list(files_under(staging))
+    inside = staging.relative_to(output).as_posix()
+    record = read_record(staging, marker)
+    written_by = record.written_by if record else marker
+    every = {*plan.replaced, *plan.stale, *names, *(f"{inside}/{name}" for name in names)}
+    write_record(output, marker, written_by, every - {marker})
+    for name in names:
+        if name != marker:
+            (output / name).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / name, output / name)
+    remove_files(output, plan.stale)
+    os.replace(staging / marker, output / marker)
+    shutil.rmtree(staging)
 
 
 def remove_files(folder: Path, paths: Iterable[str]) -> None:

@@ -50,7 +50,7 @@ from finreflect_eval.leaderboard.rows import (
 from finreflect_eval.review.queue import spreadsheet_safe
 from finreflect_eval.runs.store import write_atomic
 from finreflect_eval.stats.agreement import ALPHA_GATE
-from finreflect_eval.view.report import MARKER, check_output, report_files, write_report
+from finreflect_eval.view.report import MARKER, check_report_folder, report_files, write_report
 
 TEMPLATES = Path(__file__).parent / "templates"
 GENERATED = ("index.html", "leaderboard.json", "leaderboard.csv", "judges.json")  # `_files`
@@ -112,7 +112,7 @@ def build(leaderboard: Path) -> list[Path]:
         leaderboard, hint
     )
     for folder in reports:
-        check_output(leaderboard / folder)
+        check_report_folder(leaderboard / folder)
     # (A user's file inside a report, where that report now writes, is refused by `view`
     # itself: the reports before it are then new already. Nothing of the user's is lost.)
     written = [_write_report(entry, leaderboard / folder) for folder, entry in reports.items()]

@@ -12,7 +12,8 @@
     data/<task>/graph-<run>-<n>.js  a filing's graph as the Graph tab draws it (`graph`)
     README.md             a Hugging Face static Space's card (the folder is the Space)
     .finreflect-report    the record of the files above (MARKER): a rerun replaces those and
-                          keeps whatever else the user put in the folder
+                          keeps whatever else is in the folder (the user's files, written into
+                          an existing folder such as `.`)
 
 Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`,
 `FRV.graph(...)`): a page opened from disk cannot fetch() files beside it, but it can load
@@ -38,9 +39,9 @@ from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.hub import check_repo_id
 from finreflect_eval._util.output_folder import (
     files_under,
+    move_in,
     plan_write,
     read_record,
-    swap_in,
     write_record,
 )
 from finreflect_eval._util.version import __version__
@@ -53,7 +54,14 @@ from finreflect_eval.view.cost import COLUMNS as COST_COLUMNS
 from finreflect_eval.view.cost import cost_contexts
 from finreflect_eval.view.graph import TripleCollector, task_graphs
 from finreflect_eval.view.people import labels_by_doc
-from finreflect_eval.view.scores import compare_context, interval_text, number, run_context, signed
+from finreflect_eval.view.scores import (
+    compare_context,
+    interval_text,
+    number,
+    run_context,
+    signed,
+    task_datasets,
+)
 from finreflect_eval.view.source import ViewRun, open_run
 from finreflect_eval.view.spans import SpanRow, compare_parts, dumps, span_meta, span_part
 
@@ -100,19 +108,24 @@ def write_report(
 ) -> Path:
     """Write the report of `source` (a run folder, a manifest or results file, a leaderboard
     `Submission`, or a `ViewRun`) into `output`, or of two runs on the same spans side by side
-    (`compare`: run B). In a folder this function wrote before, the files it wrote (its record,
-    MARKER) are replaced and any other file is kept; a file of the user's where the report
-    writes, or any other non-empty folder, is refused. Returns the report's `index.html`."""
+    (`compare`: run B). In a folder that exists, the files this function wrote there before (its
+    record, MARKER) are replaced and any other file is kept; a file of the user's where the
+    report writes is refused. Returns the report's `index.html`."""
     runs = [_as_run(source, panel)]
     if compare is not None:
         runs.append(_as_run(compare, compare_panel))
     tasks = _tasks(runs)
     output = Path(output)
     check_output(output)
-    output.parent.mkdir(parents=True, exist_ok=True)
-    # Written whole beside `output`, then swapped in with the user's files carried over: a
-    # reader (or a killed write) sees the old report or the new one, never half of each.
-    staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
+    existed = output.exists()
+    # Written whole first: into a new folder beside `output`, renamed in (a reader sees no
+    # report or the whole one); into a folder that exists (`.`, one holding the user's files),
+    # then moved in file by file (`move_in`), never replacing the folder itself.
+    if existed:
+        staging = output / f"{MARKER}.{secrets.token_hex(4)}.staging"
+    else:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
     staging.mkdir()
     try:
         summary_tasks = []
@@ -127,9 +140,12 @@ def write_report(
         _write_page(staging, runs, summary_tasks, graphs)
         files = list(files_under(staging))
         write_record(staging, MARKER, f"finreflect-eval {__version__} view", files)
-        plan = plan_write(output, [*files, MARKER], report_files(output))
-        plan.refuse_conflicts(output, "move it away, or choose another --output")
-        swap_in(staging, output, plan.kept)
+        if existed:
+            plan = plan_write(output, [*files, MARKER], report_files(output))
+            plan.refuse_conflicts(output, "move it away, or choose another --output")
+            move_in(staging, output, plan, MARKER)
+        else:
+            staging.rename(output)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -364,10 +380,11 @@ def space_card(runs: Sequence[ViewRun]) -> str:
         "short_description": "A finreflect-eval run: scores, agreement, every verdict"[:60],
     }
     matter = yaml.safe_dump(front, sort_keys=False, allow_unicode=True)
-    lines = [
-        f"- {run.label} (dataset {run.results.dataset.id}, split {run.results.dataset.split})"
-        for run in runs
-    ]
+    lines = []
+    for run in runs:
+        datasets = [group["info"] for group in task_datasets(run, run.tasks)]
+        shown = "; ".join(f"dataset {info.id}, split {info.split}" for info in datasets)
+        lines.append(f"- {run.label} ({shown})")
     return (
         f"---\n{matter}---\n\n# finreflect-eval report\n\n"
         + "\n".join(lines)
@@ -379,18 +396,22 @@ def space_card(runs: Sequence[ViewRun]) -> str:
 
 
 def check_output(output: Path) -> None:
-    """Where a report may be written: a new or empty folder, or one holding a report `view`
-    wrote (its marker); anything else is refused, naming a file it holds."""
+    """Where a report may be written: a new folder, or one that exists (the user's files in it
+    are kept; one where the report writes is refused later, by name); never a file or a link."""
     not_a_link(output)
-    if not output.exists():
-        return
-    if not output.is_dir():
+    if output.exists() and not output.is_dir():
         raise FinReflectError(f"{output} is a file; --output must be a folder")
-    if read_record(output, MARKER) is None and any(output.iterdir()):
-        first = next(files_under(output), None) or min(p.name for p in output.iterdir())
+
+
+def check_report_folder(folder: Path) -> None:
+    """A folder that only a report may be (a leaderboard's entry's): new, empty, or one holding
+    a report `view` wrote (its marker); anything else is refused, naming a file it holds."""
+    check_output(folder)
+    if folder.exists() and read_record(folder, MARKER) is None and any(folder.iterdir()):
+        first = next(files_under(folder), None) or min(p.name for p in folder.iterdir())
         raise FinReflectError(
-            f"{output} holds other files ({first}; not a report `finreflect-eval view` "
-            "wrote); choose an empty or new --output folder"
+            f"{folder} holds other files ({first}; not a report `finreflect-eval view` "
+            "wrote); move them away"
         )
 
 

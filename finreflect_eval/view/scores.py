@@ -168,11 +168,34 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
         "always_agree": results.judges.always_agree,
         "run": results.run,
         "judges": run.judges,
-        "dataset": results.dataset,
+        "datasets": task_datasets(run, [task["name"] for task in shown]),
+        "all_failed": _all_failed(run, [task["name"] for task in shown]),
         "overall": results.overall,
         "tasks": shown,
         "settings": settings,
     }
+
+
+def task_datasets(run: ViewRun, tasks: Sequence[str]) -> list[dict[str, Any]]:
+    """The datasets the tasks read (`info`), each once with its tasks, in task order: one for
+    most runs; tasks on other datasets, or other versions of one, show each."""
+    groups: dict[str, dict[str, Any]] = {}
+    for task in tasks:
+        entry = run.manifest.tasks.get(task)
+        info = entry.dataset if entry else run.results.dataset
+        groups.setdefault(info.model_dump_json(), {"info": info, "tasks": []})["tasks"].append(task)
+    return list(groups.values()) or [{"info": run.results.dataset, "tasks": []}]
+
+
+def _all_failed(run: ViewRun, tasks: Sequence[str]) -> dict[str, Any] | None:
+    """Where no extraction of the tasks succeeded: how many there were and the first error
+    recorded (its scores judge empty outputs); else None."""
+    details = [run.results.details[task] for task in tasks]
+    spans = sum(detail.n_spans for detail in details)
+    if not spans or sum(detail.failed_extractions for detail in details) < spans:
+        return None
+    first = next((detail.failures.first for detail in details if detail.failures.first), "")
+    return {"spans": spans, "first": first}
 
 
 def compare_context(runs: Sequence[ViewRun], tasks: list[dict[str, Any]]) -> dict[str, Any]:

@@ -103,9 +103,11 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
     manifest = read(Manifest, manifest_path)
     store = RunStore(folder)
     if not manifest.judging:
+        scored = _scored_beside(folder, manifest.model.name)
         raise FinReflectError(
             f"{folder}: run {manifest.run} has no votes yet; run `finreflect-eval judge` and "
             "`finreflect-eval score` first"
+            + (f" (a scored run of {manifest.model.name} is at {scored})" if scored else "")
         )
     if panel is None:
         panel = list(manifest.judging)[-1]
@@ -137,6 +139,24 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
         check_results(results_path, results, manifest, {task: len(doc_ids)})
 
     return ViewRun(manifest, results, records, str(folder), store.human_labels(manifest))
+
+
+def _scored_beside(folder: Path, model: str) -> Path | None:
+    """The manifest of the newest scored run of `model` in the run folder `folder` or a folder
+    beside it (`OUTPUT_PATH/<model>/`, shards' `shard-<i>-of-<N>/`): what to view instead of a
+    run that was only extracted. None if there is none."""
+    beside = sorted(p for p in folder.parent.iterdir() if p.is_dir() and p != folder)
+    for place in [folder, *beside]:
+        store = RunStore(place)
+        for path in sorted(place.glob("manifest_*.json"), reverse=True):  # run ids: newest last
+            try:
+                manifest = read(Manifest, path)
+                results = [store.results_path(manifest.run, panel) for panel in manifest.judging]
+            except FinReflectError:  # not a run's manifest: not the one to point to
+                continue
+            if manifest.model.name == model and any(path.exists() for path in results):
+                return path
+    return None
 
 
 def _read_records(path: Path) -> Iterator[SampleRecord]:
