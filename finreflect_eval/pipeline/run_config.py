@@ -91,28 +91,33 @@ class RunConfig:
 
     def output_problems(self) -> list[str]:
         """Why the run folder or the cache's folder could not be created and written, if so: a
-        scratch folder is made (and removed) in the nearest one that exists."""
-        problems = []
-        folders = [self.output_dir, *([self.cache.parent] if self.cache else [])]
-        for folder in dict.fromkeys(folders):
+        scratch folder is made (and removed) in the nearest one that exists; one line for each
+        such folder (the default cache is in the output folder)."""
+        problems: dict[Path, str] = {}  # the nearest existing folder -> its problem
+        folders = {self.output_dir: ("output folder", "--output-path")}
+        if self.cache:
+            folders.setdefault(self.cache.parent, ("cache's folder", "--cache"))
+        for folder, (what, flag) in folders.items():
             existing = folder.absolute()
             while not existing.exists():
                 existing = existing.parent
+            if existing in problems:
+                continue
             if not existing.is_dir():
-                problems.append(
+                problems[existing] = (
                     f"output: {folder} cannot be a folder: {existing} is a file; choose another "
-                    "--output-path"
+                    f"{flag}"
                 )
                 continue
             try:
                 with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
                     pass
-            except OSError as exc:
-                problems.append(
-                    f"output: {folder} cannot be written ({exc.strerror or first_line(exc)} in "
-                    f"{existing}): choose another --output-path"
+            except OSError as exc:  # the OS's reason, said as the answer to making a folder
+                problems[existing] = (
+                    f"output: the {what} {folder} cannot be written: the OS refused a new folder "
+                    f"in {existing} ({exc.strerror or first_line(exc)}); choose another {flag}"
                 )
-        return problems
+        return list(problems.values())
 
     def default_cache(self) -> Path:
         """One cache per output path, and one per shard (shards may run on machines sharing a
