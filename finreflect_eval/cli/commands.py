@@ -113,6 +113,12 @@ def judge(args: argparse.Namespace) -> None:
     run = load_runs(args.samples)
     panel = _panel(args, run)  # before any model loads
     cache = None if args.no_cache else (args.cache or evaluator.default_cache(run))
+    if args.check:
+        from finreflect_eval.preflight import check_judging
+
+        cascade = args.skip_judging_ungrounded
+        _report(check_judging(run, panel, args.include_path, cache, cascade))
+        return
     with evaluator.writing(run.folder):
         judged = evaluator.judge(
             run,
@@ -159,11 +165,16 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _check(config, panel) -> None:
-    """`--check`: the plan, or each unmet need on a line of its own and a one-line error."""
-    from finreflect_eval._util.redaction import redact_text
+    """`run --check`, `extract --check`."""
     from finreflect_eval.preflight import check_run
 
-    report = check_run(config, panel)
+    _report(check_run(config, panel))
+
+
+def _report(report) -> None:
+    """A check's plan, or each unmet need on a line of its own and a one-line error."""
+    from finreflect_eval._util.redaction import redact_text
+
     if report.unmet:
         for need in report.unmet:  # a URL in a line may hold a key
             print(f"unmet: {redact_text(need)}", file=sys.stderr)

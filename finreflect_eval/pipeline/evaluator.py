@@ -36,7 +36,7 @@ from finreflect_eval.runs.store import Run, RunStore, identity, writing
 from finreflect_eval.scoring import compute as scoring
 from finreflect_eval.scoring.failures import FailurePolicy, failures_of
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
-from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
+from finreflect_eval.tasks.config import TASK_OVERRIDES, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
@@ -225,17 +225,22 @@ def judge(
 ) -> Run:
     """The judge stage: the panel's votes added to the run's samples (saved); with
     `skip_ungrounded`, through the grounding cascade (`pipeline.cascade`)."""
+    tasks = tasks_of_run(run, include_paths)
+    return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
+
+
+def tasks_of_run(run: Run, include_paths: list[Path] | None = None) -> dict[str, Task]:
+    """The saved run's tasks, by name, with the overrides it ran with."""
     index = TaskIndex(include_paths)
     unknown = [name for name in run.manifest.tasks if name not in index.tasks]
     if unknown:
         raise FinReflectError(
             f"task '{unknown[0]}' of {run.folder} is unknown here (missing --include-path?)"
         )
-    tasks = {
+    return {
         name: with_overrides(index.tasks[name], {k: info.config.get(k) for k in TASK_OVERRIDES})
         for name, info in run.manifest.tasks.items()
     }
-    return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
 
 
 def check_extraction(run: Run, policy: FailurePolicy) -> None:
