@@ -11,7 +11,13 @@ from pathlib import Path
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.version import __version__
-from finreflect_eval.data import SAMPLE, Benchmark, load_benchmark, resolve_dataset
+from finreflect_eval.data import (
+    SAMPLE,
+    Benchmark,
+    commits_remembered,
+    load_benchmark,
+    resolve_dataset,
+)
 from finreflect_eval.models import ModelSpec, get_backend
 from finreflect_eval.pipeline.evaluator import tasks_of_run
 from finreflect_eval.pipeline.judging import JudgeSpec, Panel
@@ -51,7 +57,8 @@ def check_run(config: RunConfig, panel: Panel | None = None) -> Preflight:
     except FinReflectError as exc:
         unmet.append(str(exc))
     source = SpanSource()
-    data = [_task_data(config, task, hub, source, unmet) for task in tasks]
+    with commits_remembered(hub.dataset_commits):  # each task's data loads at the one commit
+        data = [_task_data(config, task, hub, source, unmet) for task in tasks]
     models = _models(_run_models(config, tasks), panel, hub)
     unmet += _model_needs(models, panel)
     unmet += config.output_problems()
@@ -191,7 +198,10 @@ def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> 
     try:
         if Path(resolve_dataset(dataset)).exists():
             return "local"
-        info = hub.ask(hub.api.dataset_info, dataset, revision=revision, timeout=HUB_TIMEOUT)
+        if (dataset, revision) not in hub.dataset_commits:  # tasks share their data
+            info = hub.ask(hub.api.dataset_info, dataset, revision=revision, timeout=HUB_TIMEOUT)
+            if info is not None:
+                hub.dataset_commits[dataset, revision] = info.sha
     except FinReflectError:
         return ""  # no such path: loading it says so
     except GatedRepoError:
@@ -207,8 +217,8 @@ def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> 
     except HfHubHTTPError as exc:
         unmet.append(f"dataset {dataset}: the Hub answered {first_line(exc)}")
         return ""
-    at = revision or "main"
-    return f"{at}, unconfirmed: {hub.offline}" if info is None else f"{at} = {info.sha}"
+    at, sha = revision or "main", hub.dataset_commits.get((dataset, revision))
+    return f"{at}, unconfirmed: {hub.offline}" if sha is None else f"{at} = {sha}"
 
 
 def _run_models(config: RunConfig, tasks: list[Task]) -> list[tuple[str, ModelSpec]]:

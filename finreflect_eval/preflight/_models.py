@@ -55,6 +55,8 @@ class Hub:
         self.api = HfApi()
         self.offline: str | None = "offline (HF_HUB_OFFLINE=1)" if is_offline_mode() else None
         self.unreachable = False  # asked, and no answer came: loading Hub data would only retry
+        # The commit each Hub dataset revision is at, asked once (`data.commits_remembered`).
+        self.dataset_commits: dict[tuple[str, str | None], str] = {}
 
     def ask(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`call`'s answer; None when the Hub cannot be reached (`offline` says why). HTTP
