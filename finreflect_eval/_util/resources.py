@@ -92,7 +92,7 @@ def load_yaml(path: Path, what: str) -> Any:
     from finreflect_eval._util.errors import FinReflectError, first_line
 
     try:
-        return yaml.load(path.read_text(encoding="utf-8"), Loader=_unique_key_loader())
+        return yaml.load(path.read_text(encoding="utf-8"), Loader=unique_key_loader())
     except OSError as exc:
         raise FinReflectError(f"cannot read {what} {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
@@ -105,8 +105,8 @@ def load_yaml(path: Path, what: str) -> Any:
 
 
 @functools.cache
-def _unique_key_loader() -> type:
-    """PyYAML's safe loader, refusing a key given twice in one mapping."""
+def unique_key_loader() -> type:
+    """PyYAML's safe loader, refusing a key given twice in one mapping (at any depth)."""
     import yaml
 
     class UniqueKeyLoader(yaml.SafeLoader):

@@ -79,8 +79,9 @@ def tasks_validate(args: argparse.Namespace) -> None:
     from finreflect_eval.data import SAMPLE, load_benchmark
     from finreflect_eval.tasks.config import TaskIndex, validate_task
 
-    names, include_paths = _task_files(args.tasks or [], args.include_path, _typed(args, "tasks"))
-    index = TaskIndex(include_paths)
+    names = args.tasks or []
+    # A task file is read alone (and what it includes), not the other YAML of its folder.
+    index = TaskIndex(args.include_path, files=_existing_task_files(names, _typed(args, "tasks")))
     tasks = index.resolve(names) if names else list(index.tasks.values())
     span = load_benchmark(SAMPLE, split="test", limit=1).spans[0]
     dev = load_benchmark(SAMPLE, split="dev", limit=1)
@@ -112,6 +113,12 @@ def judge(args: argparse.Namespace) -> None:
     run = load_runs(args.samples)
     panel = _panel(args, run)  # before any model loads
     cache = None if args.no_cache else (args.cache or evaluator.default_cache(run))
+    if args.check:
+        from finreflect_eval.preflight import check_judging
+
+        cascade = args.skip_judging_ungrounded
+        _report(check_judging(run, panel, args.include_path, cache, cascade))
+        return
     with evaluator.writing(run.folder):
         judged = evaluator.judge(
             run,
@@ -158,11 +165,16 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _check(config, panel) -> None:
-    """`--check`: the plan, or each unmet need on a line of its own and a one-line error."""
-    from finreflect_eval._util.redaction import redact_text
+    """`run --check`, `extract --check`."""
     from finreflect_eval.preflight import check_run
 
-    report = check_run(config, panel)
+    _report(check_run(config, panel))
+
+
+def _report(report) -> None:
+    """A check's plan, or each unmet need on a line of its own and a one-line error."""
+    from finreflect_eval._util.redaction import redact_text
+
     if report.unmet:
         for need in report.unmet:  # a URL in a line may hold a key
             print(f"unmet: {redact_text(need)}", file=sys.stderr)
@@ -348,18 +360,27 @@ def _task_files(
     from finreflect_eval._util.resources import tasks_dir
     from finreflect_eval.tasks.config import TaskIndex, is_task_file
 
-    files = [name for name in names if is_task_file(name)]
-    if not files:
+    if not _existing_task_files(names, flag):
         return names, include_paths
+    files = [name for name in names if is_task_file(name)]  # as typed: `name in files` below
     folders = list(include_paths)
     for name in files:
-        if not Path(name).is_file():
-            raise FinReflectError(f"{flag} {name}: no such task file")
         held = [tasks_dir(), *folders]
         if not any(Path(name).resolve().is_relative_to(f.resolve()) for f in held):
             folders.append(Path(name).parent)
     index = TaskIndex(folders)
     return [index.name_of(Path(name)) if name in files else name for name in names], folders
+
+
+def _existing_task_files(names: list[str], flag: str) -> list[Path]:
+    """The `--tasks` items that name task files (lm-eval's `--tasks x.yaml`), each there."""
+    from finreflect_eval.tasks.config import is_task_file
+
+    files = [name for name in names if is_task_file(name)]
+    for name in files:
+        if not Path(name).is_file():
+            raise FinReflectError(f"{flag} {name}: no such task file")
+    return [Path(name) for name in files]
 
 
 def _hub_log_args(args: argparse.Namespace):

@@ -73,6 +73,13 @@ def add_judge(commands: Commands) -> None:
     add_grounding_cascade(judge)
     add_cache(judge, "the one the extraction used")
     add_include_path(judge)
+    judge.add_argument(
+        "--check",
+        action="store_true",
+        help="a dry run of the judging: check the panel, its models and endpoints, the run "
+        "folder, and print the plan of the judges' calls, or one line per unmet need; no model "
+        "runs and no weight is downloaded",
+    )
     judge.set_defaults(func=handlers.judge)
 
 

@@ -10,7 +10,13 @@ from typing import Any
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, is_evalbench
 from finreflect_eval.data._info import describe, describe_slice
-from finreflect_eval.data._load import SAMPLE, available_splits, load_benchmark, resolve_dataset
+from finreflect_eval.data._load import (
+    SAMPLE,
+    available_splits,
+    commits_remembered,
+    load_benchmark,
+    resolve_dataset,
+)
 from finreflect_eval.data._records import (
     CONFIGS,
     Benchmark,
@@ -38,6 +44,7 @@ __all__ = [
     "available_splits",
     "build_spans",
     "check_output_folder",
+    "commits_remembered",
     "describe",
     "describe_slice",
     "evalbench_to_benchmark",

@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
-from collections.abc import Iterable, Mapping
-from contextlib import nullcontext
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -108,12 +109,40 @@ def load_benchmark(
     return benchmark.limited(limit)
 
 
+# While `commits_remembered` is open: the commits found, by (Hub dataset, revision).
+_remembered: ContextVar[dict[tuple[str, str | None], str] | None] = ContextVar(
+    "_remembered", default=None
+)
+
+
+@contextmanager
+def commits_remembered(commits: dict[tuple[str, str | None], str]) -> Iterator[None]:
+    """Within it, `hub_commit` asks the Hub for a revision's commit once, kept in `commits`
+    (which the caller may fill with what it asked itself: `run --check` asks for the data's
+    version, then loads the data of every task at it)."""
+    token = _remembered.set(commits)
+    try:
+        yield
+    finally:
+        _remembered.reset(token)
+
+
 def hub_commit(repo_id: str, revision: str | None) -> str | None:
     """The commit a Hub dataset's `revision` (a branch, tag or sha; None: the default branch)
     points to now. Loading that sha, and recording it, keeps the data and the version a run
     names the same even if the branch moves meanwhile. Offline, or with the Hub unreachable, it
     is None: `datasets` then serves its latest cached copy whatever the revision, so which commit
     is unknown."""
+    remembered = _remembered.get()
+    if remembered is not None and (repo_id, revision) in remembered:
+        return remembered[(repo_id, revision)]
+    sha = _ask_commit(repo_id, revision)
+    if remembered is not None and sha is not None:
+        remembered[(repo_id, revision)] = sha
+    return sha
+
+
+def _ask_commit(repo_id: str, revision: str | None) -> str | None:
     from huggingface_hub import HfApi
     from huggingface_hub.errors import HfHubHTTPError, OfflineModeIsEnabled
 

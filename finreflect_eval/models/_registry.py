@@ -354,9 +354,20 @@ def load_model(spec: ModelSpec | LM, *, cache_path: str | Path | None = None) ->
 def check_spec(spec: ModelSpec | LM) -> None:
     """A one-line error for an unknown backend, or a model arg it does not take or of the wrong
     type: checked before any model loads (a judge's mistake must not surface after hours of
-    extraction). A loaded model has nothing left to check."""
-    if not isinstance(spec, LM):
-        _check_args(get_backend(spec.backend), spec)
+    extraction), and a local model path that does not exist (found before the data, the
+    judges or the model's library load). A loaded model has nothing left to check."""
+    if isinstance(spec, LM):
+        return
+    backend = get_backend(spec.backend)
+    _check_args(backend, spec)
+    in_process = backend.engine_package is not None and not backend.remote  # loads weights here
+    if in_process and is_model_path(spec.model) and not Path(spec.model).expanduser().exists():
+        raise FinReflectError(f"cannot load model '{spec.model}': no such file or folder")
+
+
+def is_model_path(model: str) -> bool:
+    """Whether a model names a local file or folder (not a Hub id or an embedded name)."""
+    return model.startswith(("/", "./", "../", "~")) or model.endswith(".gguf")
 
 
 def probe_endpoint(spec: ModelSpec, timeout: float = 5.0) -> EndpointProbe | None:

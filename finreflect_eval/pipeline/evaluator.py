@@ -36,7 +36,7 @@ from finreflect_eval.runs.store import Run, RunStore, identity, writing
 from finreflect_eval.scoring import compute as scoring
 from finreflect_eval.scoring.failures import FailurePolicy, failures_of
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
-from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
+from finreflect_eval.tasks.config import TASK_OVERRIDES, Task, TaskIndex
 
 logger = logging.getLogger(__name__)
 
@@ -225,17 +225,22 @@ def judge(
 ) -> Run:
     """The judge stage: the panel's votes added to the run's samples (saved); with
     `skip_ungrounded`, through the grounding cascade (`pipeline.cascade`)."""
+    tasks = tasks_of_run(run, include_paths)
+    return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
+
+
+def tasks_of_run(run: Run, include_paths: list[Path] | None = None) -> dict[str, Task]:
+    """The saved run's tasks, by name, with the overrides it ran with."""
     index = TaskIndex(include_paths)
     unknown = [name for name in run.manifest.tasks if name not in index.tasks]
     if unknown:
         raise FinReflectError(
             f"task '{unknown[0]}' of {run.folder} is unknown here (missing --include-path?)"
         )
-    tasks = {
+    return {
         name: with_overrides(index.tasks[name], {k: info.config.get(k) for k in TASK_OVERRIDES})
         for name, info in run.manifest.tasks.items()
     }
-    return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
 
 
 def check_extraction(run: Run, policy: FailurePolicy) -> None:
@@ -269,7 +274,7 @@ def score(
     fails the failure policy. The intervals take `bootstrap_iters` resamples (0: none); the
     cost block's money comes from `prices`."""
     policy = policy or FailurePolicy()
-    panel = scoring.choose_panel(run.manifest, panel)
+    panel = scoring.choose_panel(run.manifest, recorded_panel_name(run.manifest, panel))
     span_facts, votes = scoring.score_tables(
         run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
@@ -291,6 +296,24 @@ def score(
     run.store.write_results(results)
     review.write_queues(run.store, results, queue)
     return results
+
+
+def recorded_panel_name(manifest: Manifest, panel: str | Path | None) -> str | None:
+    """The name a run records `panel` by: a panel file's `panel` name, where the judges that
+    judged the run under that name are the file's (else it is another panel); a name (or
+    None: the latest) as it is."""
+    if panel is None or not judging.is_panel_file(panel):
+        return None if panel is None else str(panel)
+    given = judging.load_panel(panel)
+    recorded = manifest.judging.get(given.panel)
+    if recorded is not None:
+        judges = [member.name for member in recorded.judges]
+        if {judge.name for judge in given.judges} != set(judges):
+            raise FinReflectError(
+                f"{panel}: panel '{given.panel}' judged this run with the judges "
+                f"{', '.join(judges)}; this file has {', '.join(j.name for j in given.judges)}"
+            )
+    return given.panel
 
 
 def evaluate(
@@ -317,6 +340,7 @@ def check_before_calls(config: RunConfig, panel: judging.Panel) -> None:
     """What `run` can know before its first model call, checked then (a judge's mistake must
     not surface after hours of extraction): the panel (`Panel.check`), that the output folders
     can be written, and that every judge behind an endpoint answers now."""
+    check_spec(config.model)  # the candidate's args and local path first: no wait before them
     panel.check()
     problems = config.output_problems()
     if problems:

@@ -241,7 +241,7 @@ def load_panel(name_or_path: str | Path) -> Panel:
     """A bundled panel by name (`paper`, `small`, `demo`) or a panel YAML file."""
     path = Path(name_or_path)
     if not path.is_file():
-        if path.suffix in (".yaml", ".yml") or len(path.parts) > 1:
+        if is_panel_file(name_or_path):
             raise FinReflectError(f"judge panel file {path} does not exist")
         path = tasks_dir() / "judges" / f"{name_or_path}.yaml"
         if not path.is_file():
@@ -263,6 +263,12 @@ def load_panel(name_or_path: str | Path) -> Panel:
             ) from exc
     panel._source = path
     return panel
+
+
+def is_panel_file(name_or_path: str | Path) -> bool:
+    """Whether `--judges` gives a panel file (a file, or a path or YAML name), not a name."""
+    path = Path(name_or_path)
+    return path.is_file() or path.suffix in (".yaml", ".yml") or len(path.parts) > 1
 
 
 def judge_request(

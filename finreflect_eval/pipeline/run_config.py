@@ -90,35 +90,48 @@ class RunConfig:
         return folder / self.shard.name if self.shard else folder
 
     def output_problems(self) -> list[str]:
-        """Why the run folder or the cache's folder could not be created and written, if so: a
-        scratch folder is made (and removed) in the nearest one that exists."""
-        problems = []
-        folders = [self.output_dir, *([self.cache.parent] if self.cache else [])]
-        for folder in dict.fromkeys(folders):
-            existing = folder.absolute()
-            while not existing.exists():
-                existing = existing.parent
-            if not existing.is_dir():
-                problems.append(
-                    f"output: {folder} cannot be a folder: {existing} is a file; choose another "
-                    "--output-path"
-                )
-                continue
-            try:
-                with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
-                    pass
-            except OSError as exc:
-                problems.append(
-                    f"output: {folder} cannot be written ({exc.strerror or first_line(exc)} in "
-                    f"{existing}): choose another --output-path"
-                )
-        return problems
+        """Why the run folder or the cache's folder could not be created and written, if so
+        (`folder_problem`); said once where both are in one folder (the default cache)."""
+        folders = {self.output_dir: ("output folder", "--output-path")}
+        if self.cache:
+            folders.setdefault(self.cache.parent, ("cache's folder", "--cache"))
+        problems: dict[Path, str | None] = {}  # by the nearest existing folder
+        for folder, (what, flag) in folders.items():
+            existing = nearest_folder(folder)
+            if existing not in problems:
+                problems[existing] = folder_problem(folder, what, flag)
+        return [problem for problem in problems.values() if problem]
 
     def default_cache(self) -> Path:
         """One cache per output path, and one per shard (shards may run on machines sharing a
         network folder, where one SQLite file must not be shared)."""
         name = f"cache-{self.shard.name}.sqlite" if self.shard else "cache.sqlite"
         return self.output_path / name
+
+
+def nearest_folder(folder: Path) -> Path:
+    """`folder`, or the nearest folder above it that exists (where creating it would begin)."""
+    existing = folder.absolute()
+    while not existing.exists():
+        existing = existing.parent
+    return existing
+
+
+def folder_problem(folder: Path, what: str, flag: str) -> str | None:
+    """Why `folder` (the `what` of `flag`) could not be created and written, if so: a scratch
+    folder is made (and removed) in the nearest one that exists."""
+    existing = nearest_folder(folder)
+    if not existing.is_dir():
+        return f"output: {folder} cannot be a folder: {existing} is a file; choose another {flag}"
+    try:
+        with tempfile.TemporaryDirectory(prefix=".finreflect-check-", dir=existing):
+            pass
+    except OSError as exc:  # the OS's reason, said as the answer to making a folder
+        return (
+            f"output: the {what} {folder} cannot be written: the OS refused a new folder in "
+            f"{existing} ({exc.strerror or first_line(exc)}); choose another {flag}"
+        )
+    return None
 
 
 def with_overrides(task: Task, overrides: dict[str, Any]) -> Task:

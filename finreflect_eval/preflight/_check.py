@@ -11,10 +11,17 @@ from pathlib import Path
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 from finreflect_eval._util.version import __version__
-from finreflect_eval.data import SAMPLE, Benchmark, load_benchmark, resolve_dataset
+from finreflect_eval.data import (
+    SAMPLE,
+    Benchmark,
+    commits_remembered,
+    load_benchmark,
+    resolve_dataset,
+)
 from finreflect_eval.models import ModelSpec, get_backend
+from finreflect_eval.pipeline.evaluator import tasks_of_run
 from finreflect_eval.pipeline.judging import JudgeSpec, Panel
-from finreflect_eval.pipeline.run_config import RunConfig, with_overrides
+from finreflect_eval.pipeline.run_config import RunConfig, folder_problem, with_overrides
 from finreflect_eval.pipeline.span_source import SpanSource, check_sample_tasks
 from finreflect_eval.preflight._models import (
     HUB_TIMEOUT,
@@ -24,7 +31,8 @@ from finreflect_eval.preflight._models import (
     check_model,
     disk_problem,
 )
-from finreflect_eval.preflight._plan import TaskData, render_plan
+from finreflect_eval.preflight._plan import TaskData, render_judging_plan, render_plan
+from finreflect_eval.runs.store import Run
 from finreflect_eval.tasks.config import Task, TaskIndex, validate_task
 
 
@@ -49,15 +57,49 @@ def check_run(config: RunConfig, panel: Panel | None = None) -> Preflight:
     except FinReflectError as exc:
         unmet.append(str(exc))
     source = SpanSource()
-    data = [_task_data(config, task, hub, source, unmet) for task in tasks]
-    models = _models(config, tasks, panel, hub)
-    unmet += [problem for check in models for problem in check.problems]
-    disk = disk_problem(models)
-    unmet += [disk] if disk else []
+    with commits_remembered(hub.dataset_commits):  # each task's data loads at the one commit
+        data = [_task_data(config, task, hub, source, unmet) for task in tasks]
+    models = _models(_run_models(config, tasks), panel, hub)
+    unmet += _model_needs(models, panel)
     unmet += config.output_problems()
-    unmet += [panel.size_problem()] if panel and panel.size_problem() else []
     plan = render_plan(config, data, models, panel, hub.offline)
     return Preflight(list(dict.fromkeys(unmet)), plan)
+
+
+def check_judging(
+    run: Run, panel: Panel, include_paths: list[Path], cache: Path | None, cascade: bool
+) -> Preflight:
+    """`judge --check`: what judging the saved `run` by `panel` needs (its tasks known here,
+    the judges' models and endpoints, the disk, the run folder and `cache`'s folder writable),
+    checked as `check_run` checks a run's judging; the plan of the judges' calls."""
+    unmet: list[str] = []
+    try:
+        tasks = tasks_of_run(run, include_paths)
+    except FinReflectError as exc:
+        unmet.append(f"tasks: {exc}")
+        tasks = {}
+    hub = Hub()
+    models = _models([], panel, hub)
+    unmet += _model_needs(models, panel)
+    folders = [(run.folder, "run folder", "--samples")]
+    folders += [(cache.parent, "cache's folder", "--cache")] if cache else []
+    unmet += [p for f in folders if (p := folder_problem(*f))]
+    spans = {name: (len(run.records[name]), _with_triples(run, name)) for name in tasks}
+    plan = render_judging_plan(run.folder, tasks, spans, models, panel, cascade, hub.offline)
+    return Preflight(list(dict.fromkeys(unmet)), plan)
+
+
+def _with_triples(run: Run, task: str) -> int:
+    """The spans of the task with triples: only they get judge calls."""
+    return sum(1 for record in run.records[task] if record.triples)
+
+
+def _model_needs(models: list[ModelCheck], panel: Panel | None) -> list[str]:
+    """The models' needs, the disk their downloads need, and the panel's size."""
+    needs = [problem for check in models for problem in check.problems]
+    disk = disk_problem(models)
+    needs += [disk] if disk else []
+    return needs + ([panel.size_problem()] if panel and panel.size_problem() else [])
 
 
 def _tasks(config: RunConfig, unmet: list[str]) -> list[Task]:
@@ -156,7 +198,10 @@ def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> 
     try:
         if Path(resolve_dataset(dataset)).exists():
             return "local"
-        info = hub.ask(hub.api.dataset_info, dataset, revision=revision, timeout=HUB_TIMEOUT)
+        if (dataset, revision) not in hub.dataset_commits:  # tasks share their data
+            info = hub.ask(hub.api.dataset_info, dataset, revision=revision, timeout=HUB_TIMEOUT)
+            if info is not None:
+                hub.dataset_commits[dataset, revision] = info.sha
     except FinReflectError:
         return ""  # no such path: loading it says so
     except GatedRepoError:
@@ -172,32 +217,41 @@ def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> 
     except HfHubHTTPError as exc:
         unmet.append(f"dataset {dataset}: the Hub answered {first_line(exc)}")
         return ""
-    at = revision or "main"
-    return f"{at}, unconfirmed: {hub.offline}" if info is None else f"{at} = {info.sha}"
+    at, sha = revision or "main", hub.dataset_commits.get((dataset, revision))
+    return f"{at}, unconfirmed: {hub.offline}" if sha is None else f"{at} = {sha}"
 
 
-def _models(
-    config: RunConfig, tasks: list[Task], panel: Panel | None, hub: Hub
-) -> list[ModelCheck]:
-    """Every model the run loads or calls, once each (judges sharing a model share a row)."""
+def _run_models(config: RunConfig, tasks: list[Task]) -> list[tuple[str, ModelSpec]]:
+    """The models extraction loads, by role: the candidate and the tasks' normalisers."""
+    roles = []
+    if isinstance(config.model, ModelSpec):  # a model the caller loaded needs nothing
+        roles.append(("candidate", config.model))
+    for task in tasks:
+        ref = task.config.normalizer_model
+        if ref is not None:
+            roles.append(
+                (f"normaliser of {task.name}", ModelSpec(ref.model, ref.backend, ref.model_args))
+            )
+    return roles
+
+
+def _models(roles: list[tuple[str, ModelSpec]], panel: Panel | None, hub: Hub) -> list[ModelCheck]:
+    """Every model of `roles` and of the panel, once each (judges sharing a model share a
+    row)."""
     wanted: dict[str, tuple[list[str], ModelSpec, JudgeSpec | None]] = {}
 
     def add(role: str, spec: ModelSpec, note: JudgeSpec | None = None) -> None:
         key = repr((spec.model, spec.backend, sorted(spec.args.items(), key=str)))
         wanted.setdefault(key, ([], spec, note))[0].append(role)
 
-    if isinstance(config.model, ModelSpec):  # a model the caller loaded needs nothing
-        add("candidate", config.model)
-    for task in tasks:
-        ref = task.config.normalizer_model
-        if ref is not None:
-            add(f"normaliser of {task.name}", ModelSpec(ref.model, ref.backend, ref.model_args))
+    for role, spec in roles:
+        add(role, spec)
     for judge in panel.judges if panel else []:
         if isinstance(judge.source, ModelSpec):
             add(f"judge {judge.name}", judge.model_spec, judge)
     checks = []
-    for roles, spec, note in wanted.values():
-        role = ", ".join(roles)
+    for roles_of, spec, note in wanted.values():
+        role = ", ".join(roles_of)
         try:
             remote = get_backend(spec.backend).remote
         except FinReflectError:

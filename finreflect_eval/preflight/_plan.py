@@ -4,6 +4,7 @@ its data, spans and the model calls of each stage, in Markdown tables."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from finreflect_eval._util.tables import markdown_table
 from finreflect_eval.models import ModelSpec
@@ -45,18 +46,6 @@ def render_plan(
     panel: Panel | None,
     offline: str | None,
 ) -> str:
-    model_rows = [
-        [
-            check.role,
-            check.spec.model,
-            check.spec.backend,
-            check.spec.args.get("revision") or ("main" if check.sha else ""),
-            check.sha or "",
-            check.source,
-            gigabytes(check.download),
-        ]
-        for check in models
-    ]
     judges = panel.judges if panel else []
     # The grounding cascade scores a triple whose figures its span lacks 0 without a judge.
     cascade = "≤ " if config.skip_judging_ungrounded else ""
@@ -77,15 +66,10 @@ def render_plan(
     rows.append([*total, *(f"{cascade}{n}" for n in totals[2:])])
     header = ["task", "mode", "dataset", "version", "spans", "extraction calls"]
     header += [f"judge {judge.name} calls" for judge in judges]
-    download = sum(check.download or 0 for check in models)
-    unknown = any(check.download is None for check in models)
     lines = [
         "Plan (checked: no model ran, no weight was downloaded)",
         "",
-        markdown_table(
-            ["role", "model", "backend", "revision", "commit", "weights from", "download"],
-            model_rows,
-        ),
+        model_table(models),
         "",
         markdown_table(header, rows),
         "",
@@ -94,8 +78,7 @@ def render_plan(
         + ", before retries of invalid outputs"
         + ("; a span without triples gets no judge call" if judges else "")
         + (" (nor one whose triples all fail the grounding check)." if cascade else "."),
-        f"Download: {'at least ' if unknown else ''}{gigabytes(download)} of weights into "
-        f"{hub_cache()} ({gigabytes(free_bytes(hub_cache()))} free).",
+        download_line(models),
         f"Output: {config.output_dir}",
     ]
     thinking = thinking_rows(config, data, panel, totals[1:])
@@ -113,6 +96,72 @@ def render_plan(
     if offline:
         lines.append(f"Hub: {offline}; what it would confirm came from the local cache.")
     return "\n".join(lines)
+
+
+def render_judging_plan(
+    folder: Path,
+    tasks: dict[str, Task],
+    spans: dict[str, tuple[int, int]],
+    models: list[ModelCheck],
+    panel: Panel,
+    cascade: bool,
+    offline: str | None,
+) -> str:
+    """`judge --check`'s plan: the judges' models, and per task of the saved run its spans
+    (`spans`: all, and those with triples, which alone get calls) and each judge's calls."""
+    bound = "≤ " if cascade else ""
+    rows: list[list[object]] = []
+    totals = [0, 0, *(0 for _ in panel.judges)]
+    for name, task in tasks.items():
+        counts = [*spans[name], *(judge_calls(task, spans[name][1]) for _ in panel.judges)]
+        totals = [a + b for a, b in zip(totals, counts, strict=True)]
+        rows.append([name, task.config.mode, *counts[:2], *(f"{bound}{n}" for n in counts[2:])])
+    rows.append(["total", "", *totals[:2], *(f"{bound}{n}" for n in totals[2:])])
+    header = ["task", "mode", "spans", "spans with triples"]
+    header += [f"judge {judge.name} calls" for judge in panel.judges]
+    lines = [
+        "Plan of the judging (checked: no model ran, no weight was downloaded)",
+        "",
+        model_table(models),
+        "",
+        markdown_table(header, rows),
+        "",
+        f"Calls: {bound}{sum(totals[2:])} by the judges, before retries of invalid outputs; "
+        "fewer where the cache or the panel's earlier votes answer"
+        + (", or a span's triples all fail the grounding check." if cascade else "."),
+        download_line(models),
+        f"Votes of panel '{panel.panel}' into the samples in {folder}",
+    ]
+    if offline:
+        lines.append(f"Hub: {offline}; what it would confirm came from the local cache.")
+    return "\n".join(lines)
+
+
+def model_table(models: list[ModelCheck]) -> str:
+    """The models checked: where each one's weights come from, and what they download."""
+    rows = [
+        [
+            check.role,
+            check.spec.model,
+            check.spec.backend,
+            check.spec.args.get("revision") or ("main" if check.sha else ""),
+            check.sha or "",
+            check.source,
+            gigabytes(check.download),
+        ]
+        for check in models
+    ]
+    header = ["role", "model", "backend", "revision", "commit", "weights from", "download"]
+    return markdown_table(header, rows)
+
+
+def download_line(models: list[ModelCheck]) -> str:
+    download = sum(check.download or 0 for check in models)
+    unknown = any(check.download is None for check in models)
+    return (
+        f"Download: {'at least ' if unknown else ''}{gigabytes(download)} of weights into "
+        f"{hub_cache()} ({gigabytes(free_bytes(hub_cache()))} free)."
+    )
 
 
 def thinking_rows(

@@ -125,8 +125,14 @@ class Prices(Record):
         """The table in the YAML file at `path`; anything wrong is one line naming the file."""
         import yaml
 
-        try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+        from finreflect_eval._util.resources import unique_key_loader
+
+        try:  # a model listed twice is refused: PyYAML alone keeps the last prices silently
+            data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=unique_key_loader())
+        except yaml.MarkedYAMLError as exc:
+            line = f"line {exc.problem_mark.line + 1}: " if exc.problem_mark else ""
+            problem = exc.problem or first_line(exc)
+            raise FinReflectError(f"cannot read price table {path}: {line}{problem}") from None
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise FinReflectError(f"cannot read price table {path}: {first_line(exc)}") from None
         return cls.parse(data, f"price table {path}")

@@ -272,9 +272,13 @@ class Task:
 
 
 class TaskIndex:
-    """All tasks and groups found in the bundled folder and the include paths."""
+    """All tasks and groups found in the bundled folder and the include paths, and those of
+    `files`: task files read alone, their folders not searched (`tasks validate --tasks
+    x.yaml`); a file an include path already holds, or a base (`_*.yaml`), is not read again."""
 
-    def __init__(self, include_paths: list[str | Path] | None = None) -> None:
+    def __init__(
+        self, include_paths: list[str | Path] | None = None, files: list[Path] | None = None
+    ) -> None:
         self.tasks: dict[str, Task] = {}
         self.groups: dict[str, GroupConfig] = {}
         self._defined_in: dict[str, tuple[Path, Path]] = {}  # name -> (tasks folder, file)
@@ -284,6 +288,10 @@ class TaskIndex:
             for path in sorted(Path(folder).rglob("*.yaml")):
                 if not _is_reserved(path, Path(folder)):
                     self._add(path, Path(folder))
+        indexed = {file.resolve() for _, file in self._defined_in.values()}
+        for path in files or []:
+            if path.resolve() not in indexed and not path.name.startswith("_"):
+                self._add(path, path)  # its own "folder": another file's task overrides it
         for group in self.groups.values():
             for name in group.task:
                 if name not in self.tasks and name not in self.groups:

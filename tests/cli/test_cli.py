@@ -2,6 +2,7 @@
 
 import hashlib
 import os
+import time
 
 import datasets
 import pytest
@@ -236,3 +237,46 @@ def test_repeated_key_value_flags_are_merged_key_by_key(cli, env, tmp_path):
     result = cli(*base, "-a", responses, "-a", "batch_size=2,batch_size=3", env=env)
     assert result.returncode == 1
     assert result.stderr.strip().endswith("-a: key 'batch_size' given twice (2 and 3): keep one")
+
+
+def test_score_knows_the_panel_that_judged_the_run_by_its_file_as_by_its_name(cli, env, tmp_path):
+    panel = panel_file(tmp_path / "p", "accepts_all", "rejects_all", name="file-panel")
+    result = cli(*run_args(tmp_path, panel, "finreflect_smoke_single_pass", limit=1), env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    samples = ("score", "--samples", str(tmp_path / "out" / "candidate"), "--judges")
+    for given in ("file-panel", str(panel)):
+        result = cli(*samples, given, env=env)
+        assert result.returncode == 0, result.stderr[-2000:]
+    other = panel_file(tmp_path / "q", "accepts_all", "rejects_all", name="other-panel")
+    result = cli(*samples, str(other), env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "finreflect-eval: error: panel 'other-panel' has not judged this run (judged by: "
+        "file-panel)"
+    ]
+    # The name of the panel that judged, but other judges: another panel, refused.
+    renamed = panel_file(tmp_path / "r", "accepts_all", name="file-panel")
+    result = cli(*samples, str(renamed), env=env)
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        f"finreflect-eval: error: {renamed}: panel 'file-panel' judged this run with the judges "
+        "judge-0, judge-1; this file has judge-0"
+    ]
+
+
+def test_a_model_path_that_does_not_exist_fails_first_and_fast(cli, tmp_path):
+    """Before the tasks' Hub data, the judges and the model library load: one line, in
+    seconds (offline, the default data would be the first error otherwise)."""
+    started = time.monotonic()
+    result = cli(
+        *("run", "--model", "/nonexistent/model", "--backend", "hf"),
+        *("--output-path", str(tmp_path / "out")),
+        env={"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"},
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines()[-1] == (
+        "finreflect-eval: error: cannot load model '/nonexistent/model': no such file or folder"
+    )
+    assert elapsed < 15, elapsed
+    assert not (tmp_path / "out").exists()

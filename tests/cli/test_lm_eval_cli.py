@@ -417,6 +417,23 @@ def test_validate_takes_a_task_yaml_path(tmp_path, capsys):
     assert "ok  checked" in output_of(["validate", "--tasks", str(path)], capsys)
 
 
+def test_validate_of_a_task_yaml_path_reads_that_file_alone(tmp_path, capsys):
+    """The file and the base it includes; not the folder's other YAML (a panel, a draft)."""
+    folder = tmp_path / "mine"
+    path = task_file(folder, "checked")
+    task_file(folder, "sibling")
+    (folder / "panel.yaml").write_text("panel: p\njudges: [{name: j, model: org/m}]\n")
+    (folder / "draft.yaml").write_text("task: draft\nmode: sideways\n")
+    output = output_of(["tasks", "validate", "--tasks", str(path)], capsys)
+    assert f"ok  checked  ({path})" in output
+    assert "sibling" not in output and "1 task(s) valid" in output
+    # A group file's tasks come from the index (bundled, --include-path), as for a name.
+    group = folder / "group.yaml"
+    group.write_text("group: mine\ntask: [finreflect_smoke_single_pass]\n")
+    output = output_of(["tasks", "validate", "--tasks", str(group)], capsys)
+    assert "ok  finreflect_smoke_single_pass" in output and "1 task(s) valid" in output
+
+
 @pytest.mark.parametrize(
     ("environment", "argv", "level"),
     [

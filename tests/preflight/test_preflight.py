@@ -354,3 +354,20 @@ def test_the_plan_estimates_the_thinking_of_each_model_a_vllm_judge_too(cli, tmp
     judge = "| judge oss | example-org/gpt-oss-judge | ≈ 300 | assumed for openai_gptoss, effort"
     assert f"{judge} low | 8 | ≈ 2,400 |" in table  # 4 criteria × 2 spans
     assert "judge qwen" not in table  # thinking off: no thought to count
+
+
+@pytest.mark.skipif(not Path("/proc/1").is_dir(), reason="needs Linux's /proc")
+def test_an_output_folder_that_cannot_be_written_is_said_so_once_with_the_os_reason(cli, tmp_path):
+    """/proc/1 exists but takes no new folder (the OS answers ENOENT, even to root): the need
+    names the output folder and the OS's reason, once (the cache would be in it too)."""
+    result = cli(
+        *("run", "--model", "cand", "--backend", "scripted", "--dataset", "sample"),
+        *("--tasks", "finreflect_smoke_single_pass", "--limit", "1", "--judges", "demo"),
+        *("--check", "--output-path", "/proc/1"),
+        env=hub_env(tmp_path),
+    )
+    assert result.returncode == 1
+    assert unmet(result) == [
+        "unmet: output: the output folder /proc/1/cand cannot be written: the OS refused a new "
+        "folder in /proc/1 (No such file or directory); choose another --output-path"
+    ]

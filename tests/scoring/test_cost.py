@@ -236,6 +236,8 @@ def test_no_total_money_without_a_price_for_every_model(tmp_path):
         ("models: {m: {inputs: 1}}", "models.m.inputs: Extra inputs are not permitted"),
         ("currency: EUR", "models: Field required"),
         ("models: [", "cannot read price table"),
+        # A model listed twice: PyYAML alone would keep the last prices silently.
+        ("models:\n  m: {input: 1}\n  m: {input: 2}\n", "key 'm' given twice"),
     ],
 )
 def test_a_wrong_price_table_is_one_line_before_any_call(cli, env, tmp_path, content, message):
@@ -250,6 +252,16 @@ def test_a_wrong_price_table_is_one_line_before_any_call(cli, env, tmp_path, con
     assert result.returncode == 1 and message.split(":")[0] in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not output.exists()  # refused before the run began
+
+
+def test_a_model_priced_twice_is_refused_naming_the_model_file_and_lines(tmp_path):
+    prices = tmp_path / "prices.yaml"
+    prices.write_text("currency: EUR\nmodels:\n  cand: {input: 1}\n  cand: {input: 2}\n")
+    with pytest.raises(FinReflectError) as raised:
+        Prices.load(prices)
+    assert str(raised.value) == (
+        f"cannot read price table {prices}: line 4: key 'cand' given twice (first on line 3)"
+    )
 
 
 def test_a_normaliser_of_its_own_is_its_own_stage_at_its_own_prices(tmp_path):
