@@ -70,8 +70,7 @@ def _installed_from() -> tuple[str, dict[str, Any]] | None:
         ours = Path(str(dist.locate_file("finreflect_eval"))).resolve() == PACKAGE_DIR
     if not ours:
         return None
-    host = parts.hostname or ""
-    netloc = f"{host}:{parts.port}" if parts.port else host  # never a user or password
+    netloc = parts.netloc.rpartition("@")[2]  # never a user or password
     return redact_url(urlunsplit(parts._replace(netloc=netloc))), info
 
 

@@ -56,9 +56,9 @@ def submit_entry(
     it to the leaderboard and rebuild the page; or, with `hub_repo`, open a pull request with it
     instead; with `dry_run`, only verify it."""
     added = add_entry(source, leaderboard, hub_repo=hub_repo, dry_run=dry_run)
-    standing = standing_of(leaderboard, added.entry, added.stored)
     if not dry_run and not hub_repo:
-        build(leaderboard)
+        build(leaderboard)  # first: the stored entry and the page never disagree
+    standing = standing_of(leaderboard, added.entry, added.stored)
     return Submitted(added.target, added.pull_request, standing)
 
 

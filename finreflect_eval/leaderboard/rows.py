@@ -372,6 +372,8 @@ def unranked_reason(row: dict[str, Any]) -> str | None:
 def standing(row: dict[str, Any]) -> str:
     """A placed row's section and rank, or why it has none, in one line (what `submit` says)."""
     why = unranked_reason(row)
+    if why is None and row.get("rank") is None:  # nothing to compare it by
+        why = "it has no Overall score to place it by"
     if why is None:
         return (
             f"the {row['section']} section, ranked {row['rank']} of {row['group_size']} on the "

@@ -314,10 +314,11 @@ class RequestBar:
 
     Of `rows` requests that take at most `work` units (one a row each decoding step, up to
     max_new_tokens m, and their prompts' share p), each unit moves it by rows / work of a
-    request: a decoding step of b rows by b²/(p + b·m) ≤ b/m. An upper bound, as a row that ends
-    early is credited when its results arrive. The bar never moves back, nor past the current
-    backend call's requests before they are answered; a retry shares what its batch has left,
-    and at a batch's end the bar stands at the number of final results.
+    request: a decoding step of b rows by b²/(p + b·m) ≤ b/m. So the bar shows a lower bound of
+    the work done (a row that ends early is credited when its results arrive), and its ETA
+    counts only finished requests (`_FinishedRateBar`). The bar never moves back, nor past the
+    current backend call's requests before they are answered; a retry shares what its batch has
+    left, and at a batch's end the bar stands at the number of final results.
     """
 
     def __init__(self, total: int, desc: str) -> None:

@@ -361,7 +361,9 @@ def check_spec(spec: ModelSpec | LM) -> None:
     backend = get_backend(spec.backend)
     _check_args(backend, spec)
     in_process = backend.engine_package is not None and not backend.remote  # loads weights here
-    if in_process and is_model_path(spec.model) and not Path(spec.model).expanduser().exists():
+    # Replicas on a Ray cluster it joins load the model on their own machines' disks.
+    here = in_process and "ray_address" not in spec.args and is_model_path(spec.model)
+    if here and not Path(spec.model).expanduser().exists():
         raise FinReflectError(f"cannot load model '{spec.model}': no such file or folder")
 
 

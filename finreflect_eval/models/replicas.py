@@ -232,12 +232,21 @@ class ReplicatedLM(LM):
         self.commit = first["commit"]
 
     def _wait_for_placement(self) -> None:
-        """Every replica's placement group reserved within the deadline. Asked of Ray's control
-        store: `group.ready()` would run a task, and so start a worker process, for each."""
+        """Every replica's placement group reserved within the deadline, as Ray's control store
+        says (`group.ready()` would run a task, and so start a worker process, for each;
+        `group.wait` takes whole seconds)."""
+        from ray.util import placement_group_table
+
         deadline = time.monotonic() + self.timeout
-        late = [r for r in self.replicas if not r.group.wait(max(0.0, deadline - time.monotonic()))]
-        if late:
-            raise self._late(len(late), len(self.replicas), "placed")
+        ids = [replica.group.id.hex() for replica in self.replicas]
+        while True:
+            table = placement_group_table()
+            late = [i for i in ids if table.get(i, {}).get("state") != "CREATED"]
+            if not late:
+                return
+            if time.monotonic() >= deadline:
+                raise self._late(len(late), len(ids), "placed")
+            time.sleep(0.05)
 
     def _late(self, late: int, of: int, step: str) -> FinReflectError:
         return FinReflectError(

@@ -263,11 +263,14 @@ def _newer(earlier: HumanLabel | None, label: HumanLabel) -> HumanLabel:
     return label if later else earlier
 
 
+_TIME_CHARACTERS = set("0123456789T:.+-Z ")
+
+
 def _instant(when: Any) -> datetime | None:
     """The instant an ISO 8601 time names (`Z`, an offset, or none: UTC; with or without
     fractions of a second), or None for anything else."""
-    if not isinstance(when, str) or len(when) > 40:
-        return None
+    if not isinstance(when, str) or len(when) > 40 or not set(when) <= _TIME_CHARACTERS:
+        return None  # (what a label keeps: `HumanLabel.annotated_at`)
     try:
         moment = datetime.fromisoformat(when)
     except ValueError:

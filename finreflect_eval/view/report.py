@@ -122,6 +122,9 @@ def write_report(
     # report or the whole one); into a folder that exists (`.`, one holding the user's files),
     # then moved in file by file (`move_in`), never replacing the folder itself.
     if existed:
+        for left in output.glob(f"{MARKER}.*.staging"):  # ours, from a write that was killed
+            if left.is_dir() and not left.is_symlink():
+                shutil.rmtree(left, ignore_errors=True)
         staging = output / f"{MARKER}.{secrets.token_hex(4)}.staging"
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
@@ -428,10 +431,11 @@ def report_files(folder: Path) -> set[str]:
 
 
 def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -> str:
-    """Upload a report folder to the Hugging Face Space `repo_id` (created as a static Space if
-    needed; pages of an earlier report that this one lacks are deleted, the user's files kept:
-    SPACE_DELETES); returns the commit's URL. Any failure (offline, no token, refused) is one
-    line; the report stays on disk."""
+    """Upload a report folder's report to the Hugging Face Space `repo_id` (created as a static
+    Space if needed; pages of an earlier report that this one lacks are deleted, the user's
+    files there kept: SPACE_DELETES); returns the commit's URL. Only the files `view` wrote go
+    up: the folder may be the current one, with anything of the user's in it (a `.env`). Any
+    failure (offline, no token, refused) is one line; the report stays on disk."""
     from huggingface_hub import HfApi
 
     folder = Path(folder)
@@ -445,7 +449,7 @@ def push_report(folder: Path | str, repo_id: str, *, token: str | None = None) -
             repo_id=repo_id,
             folder_path=folder,
             repo_type="space",
-            ignore_patterns=[MARKER],
+            allow_patterns=sorted(report_files(folder) - {MARKER}),
             delete_patterns=SPACE_DELETES,
             commit_message="Upload a finreflect-eval report",
         )

@@ -10,10 +10,10 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.output_folder import (
     Record,
     files_under,
+    move_in,
     plan_write,
     read_record,
     remove_files,
-    swap_in,
     write_record,
 )
 
@@ -99,17 +99,24 @@ def test_a_link_is_never_ours_even_where_recorded(tmp_path):
     assert plan.conflicts == ("index.html",) and plan.replaced == ()
 
 
-def test_swap_in_carries_the_users_files_over_and_replaces_the_folder(tmp_path):
-    output, staging = tmp_path / "out", tmp_path / ".out.tmp"
+def test_move_in_replaces_ours_removes_the_stale_and_keeps_the_users(tmp_path):
+    """A write into a folder of the user's (the current folder, say): the folder itself stays,
+    ours are replaced and the stale removed, the user's files, links and empty folders stay."""
+    output = tmp_path / "out"
     make(output, {"index.html": b"old", "data/t/1.js": b"stale", "notes.md": b"mine"})
     make(output, {"data/mine.txt": b"mine too", "extra/page.html": b"<p>mine</p>"})
+    write_record(output, ".marker", "an older write", ["index.html", "data/t/1.js"])
     os.symlink("notes.md", output / "link.md")
     (output / "extra" / "empty").mkdir()
+    inode = output.stat().st_ino
+    staging = output / ".marker.1234.staging"
     make(staging, {"index.html": b"new", "data/t/0.js": b"new"})
-    plan = plan_write(output, list(files_under(staging)), {"index.html", "data/t/1.js"})
-    swap_in(staging, output, plan.kept)
-    assert not staging.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    write_record(staging, ".marker", "this write", ["index.html", "data/t/0.js"])
+    plan = plan_write(output, list(files_under(staging)), read_record(output, ".marker").files)
+    move_in(staging, output, plan, ".marker")
+    assert output.stat().st_ino == inode and not staging.exists()
     assert contents(output) == {
+        ".marker": (output / ".marker").read_bytes(),
         "index.html": b"new",
         "link.md": b"mine",
         "notes.md": b"mine",
@@ -117,6 +124,7 @@ def test_swap_in_carries_the_users_files_over_and_replaces_the_folder(tmp_path):
         "data/t/0.js": b"new",
         "extra/page.html": b"<p>mine</p>",
     }
+    assert read_record(output, ".marker").files == {"data/t/0.js", "index.html"}
     assert os.readlink(output / "link.md") == "notes.md"  # still a link, to the same name
     assert (output / "extra" / "empty").is_dir()
 

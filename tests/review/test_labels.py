@@ -340,3 +340,16 @@ def test_a_flagged_task_passed_off_as_the_audits_is_refused_at_scoring(cli, run,
     assert "marked audit, but the audit (audit_sample 4, audit_seed 1234) did not draw it" in (
         scored.stderr
     )
+
+
+def test_a_time_in_another_iso_form_leaves_the_label_without_a_time_not_out(cli, run, tmp_path):
+    tasks = annotated(triples(export(cli, run)))
+    tasks[0]["annotations"][0]["updated_at"] = "2024-W01-1"  # an ISO week date
+    assert import_(cli, run, tasks, tmp_path).returncode == 0
+    first = tasks[0]["data"]
+    mine = [
+        label
+        for label in labels(run)
+        if (label.span_id, label.triple_index) == (first["span_id"], first["triple_index"])
+    ]
+    assert len(mine) == 3 and {label.annotated_at for label in mine} == {None}

@@ -469,9 +469,10 @@ def test_a_report_of_an_older_version_keeps_what_it_did_not_write(runs, tmp_path
 
 
 def test_a_push_keeps_the_users_files_on_the_space(runs, tmp_path, cli):
-    """The user's files in the folder go up with the report; files of theirs on the Space alone
-    stay, even beside the data pages: a push deletes there only its own kinds of file (stale
-    data pages and scripts)."""
+    """Only the report goes up: the user's files in the folder stay on their disk (it may be
+    their current folder, secrets and all); files of theirs on the Space alone stay, even beside
+    the data pages: a push deletes there only its own kinds of file (stale data pages and
+    scripts)."""
     from support.hub_server import hub_server
 
     output = write_report(runs["a"], tmp_path / "report").parent
@@ -485,8 +486,10 @@ def test_a_push_keeps_the_users_files_on_the_space(runs, tmp_path, cli):
         space["files"].update({**only_there, f"data/{TASKS[0]}/7.js": b"FRV.page();"})
         result = cli(*args, env=environment)
         assert result.returncode == 0, result.stderr
-    for name, data in {**USERS, **only_there}.items():
+    for name, data in only_there.items():
         assert space["files"].get(name) == data, name
+    assert not set(USERS) & set(space["files"])  # never uploaded
+    assert "index.html" in space["files"]
     assert f"data/{TASKS[0]}/7.js" not in space["files"]  # a stale page of ours
 
 

@@ -44,6 +44,13 @@ def test_view_writes_into_the_current_folder_and_keeps_the_users_files(
             assert found.pop(name) == data, name
         assert found == folder_files(write_report(scored, tmp_path / "fresh").parent)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fresh", "here"]  # nothing left over
+    # A write killed while it filled its staging folder (SIGKILL: no clean-up ran) leaves it;
+    # the next write removes it, and it never counts as the user's.
+    left = here / f"{report.MARKER}.dead1234.staging"
+    add_files(left, {"index.html": b"half"})
+    write_report(scored, ".")
+    assert not left.exists()
+    assert set(folder_files(here)) == set(folder_files(tmp_path / "fresh")) | set(USERS)
 
 
 def test_view_writes_into_a_folder_of_the_users_and_refuses_only_its_files_in_the_way(
