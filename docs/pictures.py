@@ -4,7 +4,8 @@
 
 renders the run with `finreflect-eval view`, opens the report in Chromium (playwright, driving
 Debian's `chromium`, or the one `$CHROMIUM` names) and writes `docs/assets/report.png`: its first
-screen, 1100 × 760 px. The picture keeps the report's tab names in its PNG text (`Tabs`):
+screen, 1400 × 900 px (a width the scores table fits). The picture keeps the report's tab names
+in its PNG text (`Tabs`):
 tests/test_quickstart.py compares them with the tabs of its own run's report, so a report that
 gains or loses a tab fails the tests until the picture is taken again.
 """
@@ -21,7 +22,7 @@ import zlib
 from pathlib import Path
 
 PICTURE = Path(__file__).resolve().parent / "assets" / "report.png"
-SIZE = {"width": 1100, "height": 760}
+SIZE = {"width": 1400, "height": 900}
 TABS_KEY = "Tabs"
 _PNG = b"\x89PNG\r\n\x1a\n"
 
