@@ -367,7 +367,8 @@ def test_an_output_folder_that_cannot_be_written_is_said_so_once_with_the_os_rea
         env=hub_env(tmp_path),
     )
     assert result.returncode == 1
-    assert unmet(result) == [
+    # (the demo judges' package may be missing too, as at the lowest versions: another need)
+    assert [need for need in unmet(result) if "/proc/1" in need] == [
         "unmet: output: the output folder /proc/1/cand cannot be written: the OS refused a new "
         "folder in /proc/1 (No such file or directory); choose another --output-path"
     ]
