@@ -88,7 +88,7 @@ def load_yaml(path: Path, what: str) -> Any:
     forbids it; PyYAML would keep the last value silently)."""
     import yaml
 
-    from finreflect_eval._util.errors import FinReflectError, first_line
+    from finreflect_eval._util.errors import FinReflectError
 
     try:
         return yaml.load(path.read_text(encoding="utf-8"), Loader=unique_key_loader())
@@ -97,10 +97,17 @@ def load_yaml(path: Path, what: str) -> Any:
     except UnicodeDecodeError as exc:
         raise FinReflectError(f"{path}: not UTF-8 text (byte {exc.start})") from exc
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or first_line(str(exc))
+        line, problem = yaml_problem(exc)
+        where = f" (line {line})" if line else ""
         raise FinReflectError(f"{path}: not valid YAML{where}: {problem}") from exc
+
+
+def yaml_problem(exc: Exception) -> tuple[int | None, str]:
+    """The line (1-based, where PyYAML marks one) and the problem of a YAML error."""
+    from finreflect_eval._util.errors import first_line
+
+    mark = getattr(exc, "problem_mark", None)
+    return (mark.line + 1 if mark else None), getattr(exc, "problem", None) or first_line(exc)
 
 
 @functools.cache

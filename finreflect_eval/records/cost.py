@@ -125,14 +125,14 @@ class Prices(Record):
         """The table in the YAML file at `path`; anything wrong is one line naming the file."""
         import yaml
 
-        from finreflect_eval._util.resources import unique_key_loader
+        from finreflect_eval._util.resources import unique_key_loader, yaml_problem
 
         try:  # a model listed twice is refused: PyYAML alone keeps the last prices silently
             data = yaml.load(Path(path).read_text(encoding="utf-8"), Loader=unique_key_loader())
         except yaml.MarkedYAMLError as exc:
-            line = f"line {exc.problem_mark.line + 1}: " if exc.problem_mark else ""
-            problem = exc.problem or first_line(exc)
-            raise FinReflectError(f"cannot read price table {path}: {line}{problem}") from None
+            line, problem = yaml_problem(exc)
+            where = f"line {line}: " if line else ""
+            raise FinReflectError(f"cannot read price table {path}: {where}{problem}") from None
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
             raise FinReflectError(f"cannot read price table {path}: {first_line(exc)}") from None
         return cls.parse(data, f"price table {path}")
