@@ -129,7 +129,12 @@ def write_report(
     else:
         output.parent.mkdir(parents=True, exist_ok=True)
         staging = output.parent / f".{output.name}.{secrets.token_hex(4)}.tmp"
-    staging.mkdir()
+    try:
+        staging.mkdir()
+    except OSError as exc:  # a folder that takes no new file (/proc/1, read-only)
+        raise FinReflectError(
+            f"cannot write the report into {output}: {exc.strerror}; choose another --output"
+        ) from None
     try:
         summary_tasks = []
         graphs: list[list[dict[str, Any]]] = [[] for _ in runs]

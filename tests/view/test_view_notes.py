@@ -137,3 +137,13 @@ def test_the_docs_name_the_tabs_the_page_has():
     assert f"in {count} tabs" in doc
     listed = re.findall(r"^- \*\*([^*]+)\*\*", doc.split(f"in {count} tabs", 1)[1], re.M)
     assert listed == tabs
+
+
+@pytest.mark.skipif(not Path("/proc/1").is_dir(), reason="no /proc here")
+def test_a_folder_that_takes_no_report_is_one_line_naming_it(scored, cli):
+    result = cli("view", str(scored), "--output", "/proc/1")
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "finreflect-eval: error: cannot write the report into /proc/1: No such file or "
+        "directory; choose another --output"
+    ]
