@@ -9,8 +9,8 @@ absolute times depend on the machine):
 (c) `finreflect-eval score` seconds and peak memory on synthetic judged runs of 100k and 500k
     triples (3 modes, 3 judges, ~86% of items unanimous, or with --split-share that share of
     items split 2–1 and the rest unanimous), reading the score index the judge stage writes, and
-    reading the samples alone (a run judged before the index existed), with the size of the
-    review files `score` writes;
+    scoring it again (the review queues left as they are), and reading the samples alone (a run
+    judged before the index existed), with the size of the review files `score` writes;
 (d) grammars compiled per run (distinct output schemas per loaded model).
 
     python benchmarks/pipeline.py [--triples 100000,500000] [--split-share 0.33] [--spans 2]
@@ -412,7 +412,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as scratch:
             run = synthetic_run(Path(scratch), size, split_share=args.split_share)
             megabytes = sum(f.stat().st_size for f in run.glob("samples_*.jsonl")) / 1024**2
-            for reads in ("score index", "samples only"):
+            # Scored again: the review queues, unchanged, are left as they are.
+            for reads in ("score index", "score index, scored again", "samples only"):
                 if reads == "samples only":  # a run judged before the score index existed
                     shutil.rmtree(run / SCORE_INDEX)
                 seconds, peak = score_cost(run)

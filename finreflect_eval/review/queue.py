@@ -18,6 +18,7 @@ import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from finreflect_eval.protocol.criteria import CRITERION_NAMES, TRIPLE_CRITERIA
-from finreflect_eval.records import FORMAT_VERSION, Results
+from finreflect_eval.records import FORMAT_VERSION, Manifest, Results
 from finreflect_eval.runs.store import RunStore, write_atomic
 from finreflect_eval.scoring.span_facts import TRIPLE_FIELDS, SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
@@ -36,6 +37,7 @@ REASONS = ("split", "unscored", "no majority")
 # A CSV cell a spreadsheet would run as a formula starts with one of these (CSV injection).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CHUNK = 16_384  # items turned into text at a time (bounds the memory the text takes)
+MAX_STAMP_BYTES = 4096  # a stamp names three files
 
 _TEXT = pa.large_string()  # every text column (a chunk of long span texts may pass 2 GB)
 _VOTE_COLUMNS = ("code", "reasoning", "warning", "synthetic")  # a judge's, as the vote table's
@@ -293,12 +295,52 @@ def _csv_line(row: Sequence[Any]) -> str:
 _json = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
 
 
-def write_queues(store: RunStore, results: Results, queues: dict[str, ReviewQueue]) -> None:
+def update_queues(
+    store: RunStore,
+    manifest: Manifest,
+    results: Results,
+    span_facts: dict[str, SpanFacts],
+    votes: dict[str, VoteTable],
+) -> None:
     """Each task's review queue beside its results: `ReviewItem`s as JSONL and CSV, and their
-    spans' text as `ReviewSpan`s."""
+    spans' text as `ReviewSpan`s; built and written only where the files are not on disk as
+    the same samples made them (scoring a run again leaves them alone)."""
     panel = results.judges.panel
-    for task, queue in queues.items():
+    for task in span_facts:
         stem = store.review_path(results.run, task, panel)
-        write_atomic(stem.with_suffix(".jsonl"), review_jsonl(queue))
-        write_atomic(store.review_spans_path(results.run, task, panel), review_spans_jsonl(queue))
-        write_atomic(stem.with_suffix(".csv"), review_csv(queue))
+        files = {
+            stem.with_suffix(".jsonl"): review_jsonl,
+            store.review_spans_path(results.run, task, panel): review_spans_jsonl,
+            stem.with_suffix(".csv"): review_csv,
+        }
+        stamp = store.queue_stamp(manifest, task, panel)
+        written = _stamp_of(files)
+        if written is not None and written == _read_stamp(stamp):
+            continue
+        queue = review_queue({task: span_facts[task]}, {task: votes[task]})[task]
+        for path, lines in files.items():
+            write_atomic(path, lines(queue))
+        stamp.parent.mkdir(exist_ok=True)
+        write_atomic(stamp, json.dumps(_stamp_of(files)))
+
+
+def _stamp_of(files: dict[Path, Any]) -> dict[str, Any] | None:
+    """The review files as written, by size and time (None while one is missing)."""
+    stamp: dict[str, Any] = {"format_version": FORMAT_VERSION}
+    for path in files:
+        try:
+            stat = path.lstat()
+        except FileNotFoundError:
+            return None
+        stamp[path.name] = [stat.st_size, stat.st_mtime_ns]
+    return stamp
+
+
+def _read_stamp(path: Path) -> Any:
+    """A stamp as written, or None (missing, or not one: a folder is untrusted input)."""
+    try:
+        if path.is_symlink() or path.stat().st_size > MAX_STAMP_BYTES:
+            return None
+        return json.loads(path.read_bytes())
+    except (OSError, ValueError, RecursionError):
+        return None

@@ -132,6 +132,12 @@ class RunStore:
         votes = {panel: folder / f"{stem}.votes.{panel}.arrow" for panel in manifest.judging}
         return folder / f"{stem}.spans.arrow", votes
 
+    def queue_stamp(self, manifest: Manifest, task: str, panel: str) -> Path:
+        """Where `review.update_queues` notes the review files it wrote of the task's samples
+        as they are now (beside their score index, so a save of other samples removes it)."""
+        spans_path, _ = self.score_index(manifest, task)
+        return spans_path.with_name(spans_path.name.replace(".spans.arrow", f".queue.{panel}.json"))
+
     # writing
 
     def start(self, manifest: Manifest) -> Run:
@@ -198,7 +204,7 @@ class RunStore:
         run.span_facts[task] = facts
 
     def write_results(self, results: Results) -> Path:
-        """The results file (each task's review queue goes beside it: `review.write_queues`)."""
+        """The results file (each task's review queue goes beside it: `review.update_queues`)."""
         path = self.results_path(results.run, results.judges.panel)
         write_atomic(path, results.to_json())
         return path
