@@ -207,6 +207,7 @@ def submit(args: argparse.Namespace) -> None:
 
 
 def view(args: argparse.Namespace) -> None:
+    from finreflect_eval.pipeline.judging import panel_choice
     from finreflect_eval.view import open_run, write_report
 
     if len(args.runs) > 2:
@@ -215,7 +216,9 @@ def view(args: argparse.Namespace) -> None:
     if len(panels) > len(args.runs):
         raise FinReflectError(f"--judges: one panel per run, {len(panels)} for {len(args.runs)}")
     panels = panels + panels[-1:] * (len(args.runs) - len(panels))
-    runs = [open_run(path, panel) for path, panel in zip(args.runs, panels, strict=True)]
+    runs = [
+        open_run(path, panel_choice(panel)) for path, panel in zip(args.runs, panels, strict=True)
+    ]
     home = args.runs[0] if args.runs[0].is_dir() else args.runs[0].parent
     name = "report" if len(runs) == 1 else f"report-vs-{runs[1].results.run}"
     output = args.output or home / name

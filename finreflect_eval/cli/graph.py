@@ -33,13 +33,14 @@ def export_command(args: argparse.Namespace) -> None:
     import pyarrow as pa
 
     from finreflect_eval.graph.export import write_graph
+    from finreflect_eval.pipeline.judging import panel_choice
     from finreflect_eval.runs.store import load_run
     from finreflect_eval.scoring.compute import choose_panel, facts_from_records, score_tables
     from finreflect_eval.scoring.graph import triple_table, verdict_columns
 
     run = load_run(args.run, for_scoring=True)
     if run.manifest.judging:
-        panel = choose_panel(run.manifest, args.judges)
+        panel = choose_panel(run.manifest, panel_choice(args.judges))
         facts, votes = score_tables(
             run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
         )

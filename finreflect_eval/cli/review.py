@@ -96,12 +96,13 @@ def _add_run(parser: argparse.ArgumentParser, panel: bool = True) -> None:
 
 
 def export_command(args: argparse.Namespace) -> None:
+    from finreflect_eval.pipeline.judging import panel_choice
     from finreflect_eval.review.export import export_run, write_export
     from finreflect_eval.review.label_studio import create_project, label_config
 
     manifest, export = export_run(
         args.run,
-        panel=args.judges,
+        panel=panel_choice(args.judges),
         audit_size=args.audit_sample,
         seed=args.seed,
         show_judges=args.show_judges,
@@ -161,7 +162,8 @@ MAX_EXPORT_BYTES = 2 << 30  # a Label Studio export of 100k long spans is well u
 
 
 def plan_command(args: argparse.Namespace) -> None:
+    from finreflect_eval.pipeline.judging import panel_choice
     from finreflect_eval.review.plan import plan_run, plan_table
 
-    rows = plan_run(args.run, args.judges, args.halfwidth, args.disagreement)
+    rows = plan_run(args.run, panel_choice(args.judges), args.halfwidth, args.disagreement)
     print(plan_table(rows, args.halfwidth))

@@ -274,7 +274,7 @@ def score(
     fails the failure policy. The intervals take `bootstrap_iters` resamples (0: none); the
     cost block's money comes from `prices`."""
     policy = policy or FailurePolicy()
-    panel = scoring.choose_panel(run.manifest, recorded_panel_name(run.manifest, panel))
+    panel = scoring.choose_panel(run.manifest, judging.panel_choice(panel))
     span_facts, votes = scoring.score_tables(
         run.manifest, run.records, panel, run.span_facts, run.votes.get(panel)
     )
@@ -292,28 +292,9 @@ def score(
     )
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
-    queue = review.review_queue(span_facts, votes)
     run.store.write_results(results)
-    review.write_queues(run.store, results, queue)
+    review.update_queues(run.store, run.manifest, results, span_facts, votes)
     return results
-
-
-def recorded_panel_name(manifest: Manifest, panel: str | Path | None) -> str | None:
-    """The name a run records `panel` by: a panel file's `panel` name, where the judges that
-    judged the run under that name are the file's (else it is another panel); a name (or
-    None: the latest) as it is."""
-    if panel is None or not judging.is_panel_file(panel):
-        return None if panel is None else str(panel)
-    given = judging.load_panel(panel)
-    recorded = manifest.judging.get(given.panel)
-    if recorded is not None:
-        judges = [member.name for member in recorded.judges]
-        if {judge.name for judge in given.judges} != set(judges):
-            raise FinReflectError(
-                f"{panel}: panel '{given.panel}' judged this run with the judges "
-                f"{', '.join(judges)}; this file has {', '.join(j.name for j in given.judges)}"
-            )
-    return given.panel
 
 
 def evaluate(

@@ -48,6 +48,7 @@ from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA
 from finreflect_eval.records import JudgeMember, Judging, PlainName, SampleRecord, Vote
 from finreflect_eval.records.samples import FAILED_CALL_VOTE, NO_TRIPLES_VOTE, answer_votes, fill
 from finreflect_eval.runs.store import Run
+from finreflect_eval.scoring.compute import PanelFile
 from finreflect_eval.tasks.config import GenerationKwargs, Task
 
 logger = logging.getLogger(__name__)
@@ -263,6 +264,15 @@ def load_panel(name_or_path: str | Path) -> Panel:
             ) from exc
     panel._source = path
     return panel
+
+
+def panel_choice(name_or_path: str | Path | None) -> str | PanelFile | None:
+    """`--judges` where a run's votes are read: a panel's name (None: the latest) as it is, a
+    panel file as its name and judges (see `scoring.compute.choose_panel`)."""
+    if name_or_path is None or not is_panel_file(name_or_path):
+        return name_or_path if name_or_path is None else str(name_or_path)
+    given = load_panel(name_or_path)
+    return PanelFile(str(name_or_path), given.panel, tuple(judge.name for judge in given.judges))
 
 
 def is_panel_file(name_or_path: str | Path) -> bool:

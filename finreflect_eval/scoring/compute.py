@@ -13,6 +13,7 @@ majority for are `finreflect_eval.review.queue`'s queue.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.records import HumanLabel, Manifest, Prices, Results, SampleRecord
@@ -35,8 +36,20 @@ from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import uncertainty
 
 
-def choose_panel(manifest: Manifest, panel: str | None) -> str:
-    """The panel to score: the one asked for, or the run's only (or latest) panel."""
+@dataclass(frozen=True)
+class PanelFile:
+    """A panel file given where a run's panel is asked for (`--judges FILE.yaml`): the run
+    records its panel by the file's `panel` name, judged by the file's judges."""
+
+    path: str
+    panel: str
+    judges: tuple[str, ...]
+
+
+def choose_panel(manifest: Manifest, panel: str | PanelFile | None) -> str:
+    """The panel to score: the one asked for (by name, or by its file: where the run records
+    a panel of that name, its judges must be the file's, else it is another panel), or the
+    run's only (or latest) panel."""
     if not manifest.judging:
         raise FinReflectError(
             "the samples have no votes yet; run `finreflect-eval judge --samples DIR --judges "
@@ -44,6 +57,15 @@ def choose_panel(manifest: Manifest, panel: str | None) -> str:
         )
     if panel is None:
         return list(manifest.judging)[-1]
+    if isinstance(panel, PanelFile):
+        recorded = manifest.judging.get(panel.panel)
+        judges = [member.name for member in recorded.judges] if recorded else []
+        if recorded is not None and set(panel.judges) != set(judges):
+            raise FinReflectError(
+                f"{panel.path}: panel '{panel.panel}' judged this run with the judges "
+                f"{', '.join(judges)}; this file has {', '.join(panel.judges)}"
+            )
+        panel = panel.panel
     if panel not in manifest.judging:
         raise FinReflectError(
             f"panel '{panel}' has not judged this run (judged by: {', '.join(manifest.judging)})"

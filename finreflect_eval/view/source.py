@@ -14,6 +14,7 @@ from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord,
 from finreflect_eval.records.reading import parse
 from finreflect_eval.runs.consistency import check_results, check_samples, check_spans
 from finreflect_eval.runs.store import RunStore, newest, not_a_link
+from finreflect_eval.scoring.compute import PanelFile, choose_panel
 
 
 @dataclass
@@ -69,10 +70,11 @@ class ViewRun:
         )
 
 
-def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
+def open_run(path: Path | str, panel: str | PanelFile | None = None) -> ViewRun:
     """A scored run from its folder (its newest manifest), a `manifest_*.json` or a
     `results_*.json` file; `panel` picks among the panels that scored it (default: a results
-    file's own, else the run's last panel). Whatever is missing is a one-line error."""
+    file's own, else the run's last panel; by name or by its file, see `choose_panel`).
+    Whatever is missing is a one-line error."""
     path = Path(path)
     if not path.exists():
         raise FinReflectError(f"{path}: no such run folder")
@@ -109,13 +111,10 @@ def open_run(path: Path | str, panel: str | None = None) -> ViewRun:
             "`finreflect-eval score` first"
             + (f" (a scored run of {manifest.model.name} is at {scored})" if scored else "")
         )
-    if panel is None:
-        panel = list(manifest.judging)[-1]
-    elif panel not in manifest.judging:
-        raise FinReflectError(
-            f"{folder}: panel '{panel}' has not judged run {manifest.run} (judged by: "
-            f"{', '.join(manifest.judging)})"
-        )
+    try:
+        panel = choose_panel(manifest, panel)
+    except FinReflectError as exc:
+        raise FinReflectError(f"{folder}: {exc}") from None
     results_path = results_path or store.results_path(manifest.run, panel)
     if not results_path.exists():
         raise FinReflectError(
@@ -145,14 +144,17 @@ def _scored_beside(folder: Path, model: str) -> Path | None:
     """The manifest of the newest scored run of `model` in the run folder `folder` or a folder
     beside it (`OUTPUT_PATH/<model>/`, shards' `shard-<i>-of-<N>/`): what to view instead of a
     run that was only extracted. None if there is none."""
-    beside = sorted(p for p in folder.parent.iterdir() if p.is_dir() and p != folder)
+    try:
+        beside = sorted(p for p in folder.parent.iterdir() if p.is_dir() and p != folder)
+    except OSError:  # a folder that cannot be read: no hint (it is a courtesy)
+        beside = []
     for place in [folder, *beside]:
         store = RunStore(place)
         for path in sorted(place.glob("manifest_*.json"), reverse=True):  # run ids: newest last
             try:
                 manifest = read(Manifest, path)
                 results = [store.results_path(manifest.run, panel) for panel in manifest.judging]
-            except FinReflectError:  # not a run's manifest: not the one to point to
+            except (FinReflectError, OSError):  # not a run's manifest: not the one to point to
                 continue
             if manifest.model.name == model and any(path.exists() for path in results):
                 return path

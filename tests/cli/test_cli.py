@@ -243,10 +243,20 @@ def test_score_knows_the_panel_that_judged_the_run_by_its_file_as_by_its_name(cl
     panel = panel_file(tmp_path / "p", "accepts_all", "rejects_all", name="file-panel")
     result = cli(*run_args(tmp_path, panel, "finreflect_smoke_single_pass", limit=1), env=env)
     assert result.returncode == 0, result.stderr[-2000:]
-    samples = ("score", "--samples", str(tmp_path / "out" / "candidate"), "--judges")
-    for given in ("file-panel", str(panel)):
-        result = cli(*samples, given, env=env)
-        assert result.returncode == 0, result.stderr[-2000:]
+    folder = str(tmp_path / "out" / "candidate")
+    samples = ("score", "--samples", folder, "--judges")
+    # Every command that reads one panel's votes of a run takes the panel's file as its name.
+    readers = [
+        samples,
+        ("review", "plan", folder, "--halfwidth", "10", "--judges"),
+        ("review", "export", folder, "--audit-sample", "1", "--judges"),
+        ("graph", "export", folder, "--format", "jsonl", "--judges"),
+        ("view", folder, "--judges"),
+    ]
+    for command in readers:
+        for given in ("file-panel", str(panel)):
+            result = cli(*command, given, env=env)
+            assert result.returncode == 0, (command, result.stderr[-2000:])
     other = panel_file(tmp_path / "q", "accepts_all", "rejects_all", name="other-panel")
     result = cli(*samples, str(other), env=env)
     assert result.returncode == 1
