@@ -3,11 +3,22 @@ files, as the score index keeps its columns."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pyarrow as pa
 
 from finreflect_eval._util.errors import FinReflectError, first_line
+
+_MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()#+\-.!])")  # escaped alike by every renderer
+_HTML_SIGNS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+
+
+def markdown_text(value: object) -> str:
+    """A value as literal Markdown text on one line: each sign Markdown would read as markup
+    escaped, HTML's as entities, line breaks as spaces (a run's names are untrusted)."""
+    text = " ".join(str(value).split()).translate(_HTML_SIGNS)
+    return _MARKDOWN_SIGNS.sub(r"\\\1", text)
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:

@@ -44,6 +44,7 @@ from finreflect_eval._util.output_folder import (
     read_record,
     write_record,
 )
+from finreflect_eval._util.tables import markdown_text
 from finreflect_eval._util.version import __version__
 from finreflect_eval.protocol.criteria import CRITERIA, CRITERION_NAMES
 from finreflect_eval.records import Submission
@@ -391,8 +392,11 @@ def space_card(runs: Sequence[ViewRun]) -> str:
     lines = []
     for run in runs:
         datasets = [group["info"] for group in task_datasets(run, run.tasks)]
-        shown = "; ".join(f"dataset {info.id}, split {info.split}" for info in datasets)
-        lines.append(f"- {run.label} ({shown})")
+        shown = "; ".join(
+            f"dataset {markdown_text(info.id)}, split {markdown_text(info.split)}"
+            for info in datasets
+        )
+        lines.append(f"- {markdown_text(run.label)} ({shown})")
     return (
         f"---\n{matter}---\n\n# finreflect-eval report\n\n"
         + "\n".join(lines)

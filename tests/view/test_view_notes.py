@@ -147,3 +147,36 @@ def test_a_folder_that_takes_no_report_is_one_line_naming_it(scored, cli):
         "finreflect-eval: error: cannot write the report into /proc/1: No such file or "
         "directory; choose another --output"
     ]
+
+
+def test_the_hint_to_a_scored_run_beside_is_left_out_where_the_folder_cannot_be_read(
+    tmp_path, monkeypatch
+):
+    """The hint is a courtesy: an unreadable parent folder (as root, only a fault shows it)
+    leaves it out, never a traceback."""
+    from pathlib import Path
+
+    from finreflect_eval.view import source
+
+    def unreadable(self):
+        raise PermissionError(13, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "iterdir", unreadable)
+    assert source._scored_beside(tmp_path / "run", "acme/kg-7b") is None
+
+
+def test_the_space_card_writes_the_run_s_names_as_text(scored, monkeypatch):
+    """A model name or dataset id is untrusted: on the Space's card it is text, never a link,
+    a heading or HTML (rendered by python-markdown, as mkdocs renders the docs)."""
+    from types import SimpleNamespace
+
+    import markdown
+
+    hostile = "x](https://evil.example) <script>alert(1)</script>\n# Heading *bold*"
+    run = open_run(scored)
+    run.results.config.model_name = hostile
+    info = SimpleNamespace(id=hostile, split="test<img src=x onerror=alert(1)>")
+    monkeypatch.setattr(report, "task_datasets", lambda run, tasks: [{"info": info}])
+    html = markdown.markdown(report.space_card([run]).split("---\n", 2)[2])
+    assert not re.search(r"<(a|script|img|h2|em)\b", html), html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "# Heading *bold*" in html
