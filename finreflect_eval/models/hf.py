@@ -27,6 +27,7 @@ from finreflect_eval.models._hf_checks import (
     checked_settings,
     require_libraries,
 )
+from finreflect_eval.models._output_layer import use_rows_first
 from finreflect_eval.models._prefix import PrefixCache, why_no_prefix_reuse
 from finreflect_eval.models._requests import Completion, GenerationRequest, JsonSchema
 from finreflect_eval.models._thinking import (
@@ -207,6 +208,7 @@ class HFModel(LM):
         except LOAD_ERRORS as exc:
             raise FinReflectError(f"cannot load model '{self.model}': {first_line(exc)}") from exc
         self.hf_model.eval()
+        use_rows_first(self.hf_model)
         self.context_length = getattr(self.hf_model.config, "max_position_embeddings", None)
         # The GPUs a device map spreads the weights over (each waits while another computes).
         spread = (getattr(self.hf_model, "hf_device_map", None) or {}).values()
