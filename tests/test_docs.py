@@ -189,3 +189,19 @@ def test_the_readme_s_picture_shows_every_tab_of_the_report():
     assert len(every) == 6, every
     assert pictures.text_of(pictures.PICTURE.read_bytes(), pictures.TABS_KEY) == ", ".join(every)
     assert f"({len(every)} tabs" in README.read_text(encoding="utf-8")  # the caption says so
+
+
+def test_the_quickstart_s_time_is_one_figure_that_its_benchmark_reads():
+    """`benchmarks/quickstart.py` times the README's command and fails when the README's figure
+    drifts by more than 25%: it must find the command and the figure, and the getting-started
+    page must state the same figure."""
+    spec = importlib.util.spec_from_file_location("quickstart", REPO / "benchmarks/quickstart.py")
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    readme = (REPO / "README.md").read_text()
+    command = benchmark.readme_command(readme)
+    assert command.startswith("python3 -m venv .venv") and "--judges demo" in command
+    assert command in (REPO / "docs/getting-started.md").read_text()
+    stated = benchmark.stated_seconds(readme)
+    started = benchmark.STATED.search((REPO / "docs/getting-started.md").read_text())
+    assert started is not None and int(started.group(2)) == stated
