@@ -16,6 +16,8 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from finreflect_eval._util.version import __version__
 from finreflect_eval.protocol.criteria import CRITERION_NAMES, TRIPLE_CRITERIA
 from finreflect_eval.records import FORMAT_VERSION, Manifest, Results
 from finreflect_eval.runs.store import RunStore, write_atomic
@@ -37,7 +40,7 @@ REASONS = ("split", "unscored", "no majority")
 # A CSV cell a spreadsheet would run as a formula starts with one of these (CSV injection).
 FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 CHUNK = 16_384  # items turned into text at a time (bounds the memory the text takes)
-MAX_STAMP_BYTES = 4096  # a stamp names three files
+MAX_STAMP_BYTES = 1 << 16  # a stamp names three files and the judges
 
 _TEXT = pa.large_string()  # every text column (a chunk of long span texts may pass 2 GB)
 _VOTE_COLUMNS = ("code", "reasoning", "warning", "synthetic")  # a judge's, as the vote table's
@@ -303,44 +306,55 @@ def update_queues(
     votes: dict[str, VoteTable],
 ) -> None:
     """Each task's review queue beside its results: `ReviewItem`s as JSONL and CSV, and their
-    spans' text as `ReviewSpan`s; built and written only where the files are not on disk as
-    the same samples made them (scoring a run again leaves them alone)."""
+    spans' text as `ReviewSpan`s; built and written unless this package's version wrote them
+    here, from these samples and judges, and they have not changed since (`_stamp_of`):
+    scoring a run again leaves them alone."""
     panel = results.judges.panel
     for task in span_facts:
-        stem = store.review_path(results.run, task, panel)
         files = {
-            stem.with_suffix(".jsonl"): review_jsonl,
+            store.review_path(results.run, task, panel, ".jsonl"): review_jsonl,
             store.review_spans_path(results.run, task, panel): review_spans_jsonl,
-            stem.with_suffix(".csv"): review_csv,
+            store.review_path(results.run, task, panel, ".csv"): review_csv,
         }
         stamp = store.queue_stamp(manifest, task, panel)
-        written = _stamp_of(files)
+        judges = list(votes[task].judges)
+        written = _stamp_of(files, judges)
         if written is not None and written == _read_stamp(stamp):
             continue
         queue = review_queue({task: span_facts[task]}, {task: votes[task]})[task]
         for path, lines in files.items():
             write_atomic(path, lines(queue))
         stamp.parent.mkdir(exist_ok=True)
-        write_atomic(stamp, json.dumps(_stamp_of(files)))
+        write_atomic(stamp, json.dumps(_stamp_of(files, judges)))
 
 
-def _stamp_of(files: dict[Path, Any]) -> dict[str, Any] | None:
-    """The review files as written, by size and time (None while one is missing)."""
-    stamp: dict[str, Any] = {"format_version": FORMAT_VERSION}
+def _stamp_of(files: dict[Path, Any], judges: list[str]) -> dict[str, Any] | None:
+    """What wrote the review files (this package's version, for these judges) and each file as
+    this machine's file system holds it: size, times and inode. The change time is the one a
+    copy cannot carry (`cp -a`, `tar` and `rsync` keep the modification time): a run folder
+    from elsewhere, stamp and all, gets its queue written here. None while a file is missing."""
+    stamp: dict[str, Any] = {"version": __version__, "judges": judges}
     for path in files:
         try:
-            stat = path.lstat()
+            held = path.lstat()
         except FileNotFoundError:
             return None
-        stamp[path.name] = [stat.st_size, stat.st_mtime_ns]
+        facts = (held.st_size, held.st_mtime_ns, held.st_ctime_ns, held.st_ino, held.st_dev)
+        stamp[path.name] = list(facts)
     return stamp
 
 
 def _read_stamp(path: Path) -> Any:
-    """A stamp as written, or None (missing, or not one: a folder is untrusted input)."""
+    """A stamp as written, or None: missing, or not a regular file of at most MAX_STAMP_BYTES
+    holding JSON (a folder is untrusted input: a link, a pipe, a device)."""
     try:
-        if path.is_symlink() or path.stat().st_size > MAX_STAMP_BYTES:
-            return None
-        return json.loads(path.read_bytes())
-    except (OSError, ValueError, RecursionError):
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
         return None
+    with os.fdopen(descriptor, "rb") as file:
+        try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                return None
+            return json.loads(file.read(MAX_STAMP_BYTES + 1))
+        except (OSError, ValueError, RecursionError):
+            return None

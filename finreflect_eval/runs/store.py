@@ -99,9 +99,9 @@ class RunStore:
     def results_path(self, run: str, panel: str) -> Path:
         return self.own(f"results_{run}_{panel}.json")
 
-    def review_path(self, run: str, task: str, panel: str) -> Path:
-        """The review queue's stem: `.jsonl` and `.csv` beside each other."""
-        return self.own(f"review_{task}_{run}_{panel}")
+    def review_path(self, run: str, task: str, panel: str, suffix: str) -> Path:
+        """The review queue's file with `suffix` (`.jsonl` and `.csv` beside each other)."""
+        return self.own(f"review_{task}_{run}_{panel}{suffix}")
 
     def review_spans_path(self, run: str, task: str, panel: str) -> Path:
         """The text of the review queue's spans, once each (see `ReviewItem`)."""

@@ -3,6 +3,7 @@ scoring a run again leaves its queue files alone (at the benchmark's size, writi
 longer than scoring), and rewrites them whenever the samples, or the files, changed."""
 
 import os
+import shutil
 
 from support.runs import panel_file, scripted_run
 
@@ -61,8 +62,34 @@ def test_scoring_again_leaves_an_unchanged_queue_alone_and_rewrites_a_changed_on
     assert score_again(folder, monkeypatch) == [TASKS[0]]
     assert score_again(folder, monkeypatch) == []
 
-    # A stamp that is not ours (a hostile folder) is not believed: the queue is written.
-    for stamp in (folder / SCORE_INDEX).glob("*.queue.*"):
-        stamp.write_text("{not json")
+    # A stamp that is not ours (a hostile folder) is not believed: the queue is written. Nor
+    # is a pipe where a stamp would be (reading it would wait for ever).
+    index = folder / SCORE_INDEX
+    stamps = [
+        max(index.glob(f"*{task}*.queue.*"), key=lambda path: path.stat().st_mtime_ns)
+        for task in TASKS
+    ]
+    stamps[0].write_text("{not json")
+    stamps[1].unlink()
+    os.mkfifo(stamps[1])
     assert sorted(score_again(folder, monkeypatch)) == sorted(TASKS)
     assert score_again(folder, monkeypatch) == []
+
+    # A run folder copied from elsewhere with its times (cp -a, tar, rsync), its stamps and a
+    # queue file of its own: the queues are written here.
+    copied = tmp_path / "copied"
+    shutil.copytree(folder, copied, copy_function=shutil.copy2)
+    planted = next(copied.glob("review_finreflect_smoke_reflection_*.csv"))
+    stat = planted.stat()
+    planted.write_bytes(b"=HYPERLINK(1)".ljust(stat.st_size))
+    os.utime(planted, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert sorted(score_again(copied, monkeypatch)) == sorted(TASKS)
+    assert planted.read_bytes() == (folder / planted.name).read_bytes()
+
+
+def test_a_panel_name_with_a_dot_keeps_it_in_its_queue_files(tmp_path):
+    """`demo.v1` and `demo.v2` are two panels: neither's queue is named as `demo`'s."""
+    panel = panel_file(tmp_path, "gold_labels", "accepts_all", name="demo.v1")
+    folder = scripted_run(tmp_path, "acme/kg-7b", 2, panel).parent
+    names = sorted(path.name for path in folder.glob("review_*"))
+    assert len(names) == 3 and all(name.rsplit(".", 1)[0].endswith("_demo.v1") for name in names)

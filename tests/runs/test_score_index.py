@@ -62,8 +62,10 @@ def test_score_reads_the_index_and_an_index_of_other_samples_is_never_read(cli, 
         p.name.split(".", 1)[1].split(f".v{INDEX_FORMAT}.")[1]
         for p in (folder / SCORE_INDEX).iterdir()
     )
+    # With the stamp of the review files `score` wrote of them (see test_review_queue_reuse).
     assert indexed == sorted(
-        ["graph.json", "spans.arrow", "votes.scripted-test.arrow"] * len(TASKS)
+        ["graph.json", "spans.arrow", "votes.scripted-test.arrow", "queue.scripted-test.json"]
+        * len(TASKS)
     )
     judges = ["judge-0", "judge-1", "judge-2"]
     index = folder / SCORE_INDEX
