@@ -2,6 +2,8 @@
 step as `(W @ x.T).T`, the order MKL is fastest at (a 262k-token vocabulary, 2 rows: 3x faster
 than `linear`, measured on the embedded Gemma 3's shape): the same logits, the same answers."""
 
+import copy
+
 import pytest
 import torch
 from test_models_hf import requests, spec
@@ -15,7 +17,15 @@ def test_the_output_layer_gives_linear_s_logits_without_calling_linear(tiny_mode
         for shape in ((1, 1), (2, 1), (8, 1), (2, 5)):
             hidden = torch.randn(*shape, head.in_features)
             expected = torch.nn.functional.linear(hidden, head.weight, head.bias)
-            assert torch.allclose(head(hidden), expected, atol=1e-5)
+            logits = head(hidden)
+            assert torch.allclose(logits, expected, atol=1e-5)
+            assert logits.stride() == expected.stride()  # as mask kernels read them
+        # A copy of the model computes with its own weights.
+        twin = copy.deepcopy(lm.hf_model).get_output_embeddings()
+        with torch.no_grad():
+            twin.weight.mul_(2)
+        hidden = torch.randn(2, 1, head.in_features)
+        assert torch.allclose(twin(hidden), 2 * head(hidden), atol=1e-4)
 
         # A whole constrained generation never takes the output layer's product through linear.
         real, heads = torch.nn.functional.linear, []
