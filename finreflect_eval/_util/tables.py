@@ -10,15 +10,18 @@ import pyarrow as pa
 
 from finreflect_eval._util.errors import FinReflectError, first_line
 
-_MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()#+\-.!])")  # escaped alike by every renderer
-_HTML_SIGNS = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;"})
+# CommonMark's backslash escapes that every renderer (python-markdown included) reads as such.
+_MARKDOWN_SIGNS = re.compile(r"([\\`*_{}\[\]()#+\-.!])")
+# As entities: HTML's signs, and those of GFM's autolinks, strikethrough, tables and the Hub's
+# maths, which python-markdown would show with their backslash.
+_ENTITIES = str.maketrans({sign: f"&#{ord(sign)};" for sign in "&<>:@~|$"})
 
 
 def markdown_text(value: object) -> str:
-    """A value as literal Markdown text on one line: each sign Markdown would read as markup
-    escaped, HTML's as entities, line breaks as spaces (a run's names are untrusted)."""
-    text = " ".join(str(value).split()).translate(_HTML_SIGNS)
-    return _MARKDOWN_SIGNS.sub(r"\\\1", text)
+    """A value as literal Markdown text on one line: each sign a renderer would read as markup
+    escaped or written as its entity, line breaks as spaces (a run's names are untrusted)."""
+    text = _MARKDOWN_SIGNS.sub(r"\\\1", " ".join(str(value).split()))
+    return text.translate(_ENTITIES)  # after: an entity's own signs stay as they are
 
 
 def markdown_table(header: list[str], rows: list[list[object]]) -> str:

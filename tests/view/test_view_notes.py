@@ -6,6 +6,7 @@ docs/viewer.md names the tabs the page has.
 
 from __future__ import annotations
 
+import html as html_text
 import re
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from conftest import REPO
 from support.runs import candidate_file, panel_file, scripted_run
 from test_view import TASKS, add_files, folder_files, hostile_run
 
+from finreflect_eval._util.tables import markdown_text
 from finreflect_eval.models import ModelSpec
 from finreflect_eval.pipeline.evaluator import extract
 from finreflect_eval.pipeline.run_config import RunConfig
@@ -121,7 +123,7 @@ def test_each_tasks_dataset_is_shown(scored, tmp_path):
     assert f"dataset {first.id}" in line and "dataset acme/&lt;i&gt;other&lt;/i&gt;-10k" in line
     assert "revision v2" in line and TASKS[0] in line and TASKS[1] in line
     card = (tmp_path / "report" / "README.md").read_text(encoding="utf-8")
-    assert "acme/<i>other</i>-10k" in card and first.id in card
+    assert markdown_text("acme/<i>other</i>-10k") in card and markdown_text(first.id) in card
     # One dataset for every task: said once, without the tasks' names.
     page = write_report(run, tmp_path / "one").read_text(encoding="utf-8")
     (line,) = re.findall(r'<li class="run-a">(.*?)</li>', page, re.S)
@@ -172,11 +174,18 @@ def test_the_space_card_writes_the_run_s_names_as_text(scored, monkeypatch):
 
     import markdown
 
-    hostile = "x](https://evil.example) <script>alert(1)</script>\n# Heading *bold*"
+    hostile = (
+        "x](https://evil.example) <script>alert(1)</script>\n# Heading *bold* mail@evil.example"
+    )
     run = open_run(scored)
     run.results.config.model_name = hostile
     info = SimpleNamespace(id=hostile, split="test<img src=x onerror=alert(1)>")
     monkeypatch.setattr(report, "task_datasets", lambda run, tasks: [{"info": info}])
-    html = markdown.markdown(report.space_card([run]).split("---\n", 2)[2])
-    assert not re.search(r"<(a|script|img|h2|em)\b", html), html
-    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html and "# Heading *bold*" in html
+    text = report.space_card([run]).split("---\n", 2)[2]
+    for extensions in ([], ["extra", "tables"]):
+        html = markdown.markdown(text, extensions=extensions)
+        assert not re.search(r"<(a|script|img|h2|em|table)\b", html), html
+        shown = html_text.unescape(re.sub(r"<[^>]+>", "", html))
+        assert "<script>alert(1)</script>" in shown and "# Heading *bold*" in shown
+    # No bare link for a renderer that links them (GFM's autolinks, as the Hub's).
+    assert "https://" not in text and "@evil" not in text
