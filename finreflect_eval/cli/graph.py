@@ -25,7 +25,10 @@ def add_graph(commands: Commands) -> None:
         help="neo4j-csv: files for `neo4j-admin database import` (--multiline-fields=true)",
     )
     export.add_argument("--output", "-o", type=Path, metavar="DIR", help="default: RUN/graph")
-    export.add_argument("--judges", help="the panel whose verdicts to add (default: the latest)")
+    export.add_argument(
+        "--judges",
+        help="the panel whose verdicts to add, by name or its file (default: the latest)",
+    )
     export.set_defaults(func=export_command)
 
 

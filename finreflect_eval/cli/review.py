@@ -92,7 +92,10 @@ def add_review(commands: Commands) -> None:
 def _add_run(parser: argparse.ArgumentParser, panel: bool = True) -> None:
     parser.add_argument("run", type=Path, metavar="RUN", help="a run folder or manifest_*.json")
     if panel:
-        parser.add_argument("--judges", help="the panel whose votes to use (default: the latest)")
+        parser.add_argument(
+            "--judges",
+            help="the panel whose votes to use, by name or its file (default: the latest)",
+        )
 
 
 def export_command(args: argparse.Namespace) -> None:

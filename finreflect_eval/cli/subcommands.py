@@ -89,7 +89,9 @@ def add_score(commands: Commands) -> None:
         "score", help="recompute every score from judged samples (no model)"
     )
     add_run_folders(score)
-    score.add_argument("--judges", help="the panel whose votes to score (default: the latest)")
+    score.add_argument(
+        "--judges", help="the panel whose votes to score, by name or its file (default: the latest)"
+    )
     add_failure_policy(score, scoring=True)
     add_scoring_options(score)
     add_hub_logging(score)

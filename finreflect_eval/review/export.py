@@ -18,7 +18,7 @@ from finreflect_eval.records import Manifest
 from finreflect_eval.review.label_studio import Item
 from finreflect_eval.review.queue import review_queue
 from finreflect_eval.runs.store import load_run, not_a_link, write_atomic
-from finreflect_eval.scoring.compute import choose_panel, score_tables
+from finreflect_eval.scoring.compute import PanelFile, choose_panel, score_tables
 from finreflect_eval.scoring.label_checks import SPAN, judged
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
@@ -172,7 +172,7 @@ TASKS_FILE, CONFIG_FILE = "tasks.json", "label_config.xml"
 def export_run(
     path: Path,
     *,
-    panel: str | None,
+    panel: str | PanelFile | None,
     audit_size: int | None,
     seed: int,
     show_judges: bool,

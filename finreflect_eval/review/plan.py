@@ -20,7 +20,7 @@ from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval._util.tables import markdown_table
 from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.runs.store import load_run
-from finreflect_eval.scoring.compute import choose_panel, score_tables
+from finreflect_eval.scoring.compute import PanelFile, choose_panel, score_tables
 from finreflect_eval.scoring.human import adjudicate, panel_items
 from finreflect_eval.scoring.label_checks import judged, label_problems
 from finreflect_eval.stats import human, metrics
@@ -43,7 +43,7 @@ class PlanRow:
 
 
 def plan_run(
-    path: Path, panel: str | None, halfwidth: float, disagreement: float | None
+    path: Path, panel: str | PanelFile | None, halfwidth: float, disagreement: float | None
 ) -> list[PlanRow]:
     """Per task and judged criterion, the labels needed for a PPI interval of ± `halfwidth`
     points (0–100 scale), at 95%."""
