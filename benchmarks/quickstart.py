@@ -30,7 +30,7 @@ CACHE_VARIABLES = ("FINREFLECT_EVAL_CACHE", "HF_HOME", "HF_HUB_CACHE", "PIP_CACH
 
 TOLERANCE = 0.25
 # What the README says: "... from a fresh venv, the median of 3 runs: 255 s, ...".
-STATED = re.compile(r"the median of (\d+) runs: (\d+) s")
+STATED = re.compile(r"the median of (\d+) runs:\s+(\d+) s")
 
 
 def readme_command(readme: str) -> str:
@@ -56,8 +56,10 @@ def timed_run(command: str, caches: Path | None) -> tuple[float, dict[str, float
         seconds = time.perf_counter() - started
         if done.returncode:
             sys.exit(f"the quickstart failed ({done.returncode}):\n{done.stderr.decode()[-3000:]}")
-        results = next((clone / "results").glob("*/results_*.json"))
-        return seconds, stage_seconds(json.loads(results.read_text()))
+        written = sorted((clone / "results").glob("*/results_*.json"))
+        if len(written) != 1:
+            sys.exit(f"the quickstart wrote {len(written)} results files, not one")
+        return seconds, stage_seconds(json.loads(written[0].read_text()))
 
 
 def stage_seconds(results: dict) -> dict[str, float]:
@@ -81,8 +83,9 @@ def main() -> None:
     args = parser.parse_args()
     readme = (ROOT / "README.md").read_text()
     command, stated = readme_command(readme), stated_seconds(readme)
-    warm = Path(tempfile.mkdtemp(prefix="quickstart-cache-")) if args.warm_caches else None
-    runs = [timed_run(command, warm) for _ in range(args.runs)]
+    with tempfile.TemporaryDirectory(prefix="quickstart-cache-") as shared:
+        warm = Path(shared) if args.warm_caches else None
+        runs = [timed_run(command, warm) for _ in range(args.runs)]
     walls = [wall for wall, _ in runs]
     rows = [
         ["wall (README command)", *(f"{w:.0f}" for w in walls), f"{statistics.median(walls):.0f}"]

@@ -209,10 +209,10 @@ def run_watching_bars(args: list[str]) -> tuple[subprocess.CompletedProcess, Bar
 
 @contextlib.contextmanager
 def busy_cores(processes: int) -> Iterator[None]:
-    """`processes` other CPU-bound processes running meanwhile (a busy machine)."""
-    spinning = [
-        subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)
-    ]
+    """`processes` other CPU-bound processes running meanwhile (a busy machine); each also
+    stops when this one is gone (a killed test leaves none spinning)."""
+    spin = f"import os\nwhile os.getppid() == {os.getpid()}: pass"
+    spinning = [subprocess.Popen([sys.executable, "-c", spin]) for _ in range(processes)]
     try:
         yield
     finally:
