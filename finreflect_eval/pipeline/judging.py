@@ -269,8 +269,10 @@ def load_panel(name_or_path: str | Path) -> Panel:
 def panel_choice(name_or_path: str | Path | None) -> str | PanelFile | None:
     """`--judges` where a run's votes are read: a panel's name (None: the latest) as it is, a
     panel file as its name and judges (see `scoring.compute.choose_panel`)."""
-    if name_or_path is None or not is_panel_file(name_or_path):
-        return name_or_path if name_or_path is None else str(name_or_path)
+    if name_or_path is None:
+        return None
+    if not is_panel_file(name_or_path):
+        return str(name_or_path)
     given = load_panel(name_or_path)
     return PanelFile(str(name_or_path), given.panel, tuple(judge.name for judge in given.judges))
 
