@@ -213,10 +213,10 @@ class CriterionDetail(Record):
     n_filings: int | None = None
     """The filings the interval resamples (None: written before it was recorded)."""
     ci_method: str | None = None
-    """How `ci` was made: the filing bootstrap's percentiles, or (under 10 filings) a clustered
-    t interval with G-1 degrees of freedom."""
+    """How `ci` was made: the studentized filing bootstrap (bootstrap-t). Results written before
+    it: the filing bootstrap's percentiles, or under 10 filings a clustered t interval."""
     ci_reliable: bool | None = None
-    """False under 10 filings: too few to show how filings vary, whatever the method."""
+    """False under 12 filings: fewer than the coverage simulation showed to cover (≥ 93%)."""
     levels: dict[str, float] | None = None
     """For comprehensiveness: the score of each level (default good 1, partial 0.5, poor 0;
     a task may set others in its metric_list)."""

@@ -389,8 +389,7 @@ def _level_counts(outcome: Outcomes) -> dict[str, int]:
     return {level: int(taken[_CODES[level]]) for level in COMPREHENSIVENESS_LEVELS}
 
 
-FILING_BOOTSTRAP = "filing bootstrap, percentile"
-CLUSTERED_T = f"clustered t, G-1 degrees of freedom (under {uncertainty.MIN_FILINGS} filings)"
+FILING_BOOTSTRAP_T = "filing bootstrap-t (studentized)"
 
 
 class RunBootstrap:
@@ -409,7 +408,7 @@ class RunBootstrap:
         seed: int,
         iterations: int = uncertainty.BOOTSTRAP_ITERS,
     ) -> None:
-        self.iterations = iterations
+        self.iterations, self.seed = iterations, seed
         position = {span_id: row for row, span_id in enumerate(span_ids)}
         n = len(parts)
         by_span = np.zeros((len(span_ids), 2 * n))
@@ -426,7 +425,6 @@ class RunBootstrap:
             np.hstack([self.filing_table, *agreement])
         )
         span_totals = uncertainty.Resampling(len(span_ids), seed, iterations).totals(by_span)
-        self.by_filing = uncertainty.ratios(totals[:, :n], totals[:, n : 2 * n])
         self.by_span = uncertainty.ratios(span_totals[:, :n], span_totals[:, n:])
         start = 2 * n
         for column, (_, scores) in enumerate(parts):
@@ -446,30 +444,23 @@ class RunBootstrap:
         return {**self._interval(columns), "ci_span": ci_span, "n_filings": len(self.filing_table)}
 
     def _interval(self, columns: Sequence[int]) -> dict[str, Any]:
-        """The filing interval of the mean of some parts' averages: the percentile bootstrap
-        from `uncertainty.MIN_FILINGS` filings on, else the clustered t one (unreliable); none
-        without resamples (`bootstrap_iters` 0)."""
+        """The filing interval of the mean of some parts' averages: the studentized filing
+        bootstrap (`uncertainty.studentized_interval`), reliable from `uncertainty.MIN_FILINGS`
+        filings on; none without resamples (`bootstrap_iters` 0)."""
         n_filings = len(self.filing_table)
         if not self.iterations:
             return {"ci": None, "stderr": None, "ci_method": None, "ci_reliable": None}
-        if n_filings >= uncertainty.MIN_FILINGS:
-            replicates = uncertainty.mean_of_defined(self.by_filing[:, columns])
-            ci, stderr = _pct_interval(replicates)
-            return {"ci": ci, "stderr": stderr, "ci_method": FILING_BOOTSTRAP, "ci_reliable": True}
         n = self.filing_table.shape[1] // 2
-        sums = self.filing_table[:, list(columns)]
-        counts = self.filing_table[:, [n + column for column in columns]]
-        totals = counts.sum(axis=0)
-        ci, stderr = None, None
-        if (totals > 0).any():
-            estimate = float((sums.sum(axis=0)[totals > 0] / totals[totals > 0]).mean())
-            influence = uncertainty.influence(sums, counts) / 100  # on the estimate's scale
-            ci, stderr = uncertainty.clustered_t_interval(estimate, influence)
+        _, ci, stderr = uncertainty.studentized_interval(
+            self.filing_table[:, list(columns)],
+            self.filing_table[:, [n + column for column in columns]],
+            uncertainty.Resampling(n_filings, self.seed, self.iterations),
+        )
         return {
-            "ci": None if ci is None else [pct(ci[0]), pct(ci[1])],
+            "ci": None if ci is None else [pct(max(ci[0], 0.0)), pct(min(ci[1], 1.0))],
             "stderr": pct(stderr),
-            "ci_method": CLUSTERED_T,
-            "ci_reliable": False,
+            "ci_method": FILING_BOOTSTRAP_T if ci is not None else None,
+            "ci_reliable": n_filings >= uncertainty.MIN_FILINGS,
         }
 
 

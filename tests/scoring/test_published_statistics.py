@@ -271,6 +271,40 @@ def mean_over(replicates, columns):
     return np.nanmean(replicates[:, columns], axis=1)
 
 
+def bootstrap_t(run, columns):
+    """×100: the studentized filing interval of the mean of some columns (cut to 0-100) and
+    its clustered standard error, written out replicate by replicate: each one's mean of
+    ratios, its own clustered standard error, the pivot's 2.5 and 97.5 percentiles; under 12
+    filings at least Student's t interval (G-1 degrees of freedom)."""
+    sums, counts = run.table()
+    sums, counts = sums[:, columns], counts[:, columns]
+    filings = len(sums)
+
+    def mean_and_stderr(weights):
+        drawn_sums, drawn_counts = weights @ sums, weights @ counts
+        parts = [p for p in range(len(columns)) if drawn_counts[p] > 0]
+        ratios = [drawn_sums[p] / drawn_counts[p] for p in parts]
+        each = [
+            (sums[:, p] - r * counts[:, p]) / drawn_counts[p]
+            for p, r in zip(parts, ratios, strict=True)
+        ]
+        contribution = np.mean(each, axis=0)
+        return np.mean(ratios), np.sqrt(filings / (filings - 1) * weights @ contribution**2)
+
+    estimate, stderr = mean_and_stderr(np.ones(filings))
+    pivots = []
+    for weights in run.draws(filings):
+        mean, spread = mean_and_stderr(weights)
+        if spread > 0:
+            pivots.append((mean - estimate) / spread)
+    low, high = np.quantile(pivots, [0.025, 0.975])
+    low, high = estimate - high * stderr, estimate - low * stderr
+    if filings < 12:  # the interval is never narrower than Student's t (G-1 d.f.)
+        student = stats.t.ppf(0.975, filings - 1) * stderr
+        low, high = min(low, estimate - student), max(high, estimate + student)
+    return [100 * max(low, 0), 100 * min(high, 1)], 100 * stderr
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     """The smoke group (three tasks) on the sample's 24 spans of 10 filings, judged by the
@@ -309,21 +343,21 @@ def test_scores_are_micro_over_triples_and_macro_over_spans(run):
             assert abs(macro - expected) > 0.1
 
 
-def test_each_criterions_interval_and_stderr_are_the_filing_bootstraps(run):
-    """`ci` and `<c>_stderr,none` resample filings (each with its spans), with the run's
-    recorded seed and iterations; the per-replicate average is a ratio of the drawn sums."""
-    replicates = run.replicates("filing")
+def test_each_criterions_interval_and_stderr_are_the_filing_bootstrap_t(run):
+    """`ci` is the studentized bootstrap of filings (each with its spans), with the run's
+    recorded seed and iterations; `<c>_stderr,none` the clustered standard error it uses.
+    Ten filings: under the 12 from which the interval covered in simulation, so unreliable."""
     for column, (task, criterion) in enumerate(run.columns):
         detail = run.results.details[task].criteria[criterion]
-        ci, stderr = bootstrap_interval(replicates[:, column])
+        ci, stderr = bootstrap_t(run, [column])
         assert detail.ci == pytest.approx(ci, abs=PUBLISHED), (task, criterion)
         assert run.results.results[task][f"{criterion}_stderr,none"] == pytest.approx(
             stderr, abs=PUBLISHED
         ), (task, criterion)
         assert (detail.n_filings, detail.ci_method, detail.ci_reliable) == (
             10,
-            "filing bootstrap, percentile",
-            True,
+            "filing bootstrap-t (studentized)",
+            False,
         )
 
 
@@ -410,25 +444,24 @@ def test_group_rows_are_one_filing_bootstrap_of_all_their_tasks(run):
     group = run.results.groups[GROUP]
     tasks = run.results.group_subtasks[GROUP]
     assert sorted(tasks) == sorted(run.results.tasks) and len(tasks) == 3
-    replicates = run.replicates("filing")
     for criterion in run.results.details[TASK].criteria:
         mean = np.mean([run.score(task, criterion) for task in tasks])
         assert group[f"{criterion},none"] == pytest.approx(mean, abs=2 * PUBLISHED), criterion
-        _, stderr = bootstrap_interval(mean_over(replicates, run.indices(tasks, criterion)))
+        _, stderr = bootstrap_t(run, run.indices(tasks, criterion))
         assert group[f"{criterion}_stderr,none"] == pytest.approx(stderr, abs=PUBLISHED)
         pooled = np.sqrt(
             sum(run.results.results[t][f"{criterion}_stderr,none"] ** 2 for t in tasks)
         )
         assert pooled / 3 < 0.9 * stderr  # what a pooled formula would have published
     overall = np.mean([run.score(t, c) for t, c in run.columns if t in tasks])
-    _, stderr = bootstrap_interval(mean_over(replicates, run.indices(tasks)))
+    _, stderr = bootstrap_t(run, run.indices(tasks))
     assert group["overall,none"] == pytest.approx(overall, abs=PUBLISHED)
     assert group["overall_stderr,none"] == pytest.approx(stderr, abs=PUBLISHED)
 
 
 def test_overall_is_the_mean_of_every_criterion_with_one_joint_interval(run):
     """Overall is the mean of every task's criteria (and per task of its own), its interval
-    and stderr from the same filing replicates as the criteria, averaged in each replicate."""
+    and stderr from the same filing replicates as the criteria (studentized)."""
     overall = run.results.overall
     assert overall.score == pytest.approx(
         np.mean([run.score(t, c) for t, c in run.columns]), abs=PUBLISHED
@@ -436,13 +469,13 @@ def test_overall_is_the_mean_of_every_criterion_with_one_joint_interval(run):
     for task in run.results.tasks:
         mean = np.mean([run.score(task, c) for t, c in run.columns if t == task])
         assert overall.tasks[task] == pytest.approx(mean, abs=PUBLISHED), task
-    ci, stderr = bootstrap_interval(mean_over(run.replicates("filing"), run.indices()))
+    ci, stderr = bootstrap_t(run, run.indices())
     assert overall.ci == pytest.approx(ci, abs=PUBLISHED)
     assert overall.stderr == pytest.approx(stderr, abs=PUBLISHED)
     assert (overall.n_filings, overall.ci_method, overall.ci_reliable) == (
         10,
-        "filing bootstrap, percentile",
-        True,
+        "filing bootstrap-t (studentized)",
+        False,
     )
 
 
@@ -517,31 +550,20 @@ def clustered_stderr(contribution):
     return np.sqrt(filings / (filings - 1) * np.sum(contribution**2))
 
 
-def _clustered_t(sums, counts):
-    """×100: a mean of ratios' interval (its clustered standard error times Student's t with
-    G-1 degrees of freedom) and its standard error."""
-    estimate = (sums.sum(axis=0) / counts.sum(axis=0)).mean()
-    stderr = clustered_stderr(contributions(sums, counts))
-    half = stats.t.ppf(0.975, len(sums) - 1) * stderr
-    return [100 * (estimate - half), 100 * (estimate + half)], 100 * stderr
-
-
-def test_under_ten_filings_the_interval_is_a_clustered_t_marked_unreliable(few):
-    """With five filings a percentile bootstrap only reshuffles five numbers: each interval
-    is the cluster-robust standard error (factor G/(G-1)) times Student's t with G-1 degrees
-    of freedom, and marked unreliable."""
+def test_with_five_filings_the_interval_is_the_bootstrap_t_marked_unreliable(few):
+    """Five filings: the studentized bootstrap still makes the interval (a percentile one
+    would only reshuffle five numbers), marked unreliable (under 12 filings)."""
     assert len(few.filings) == 5 and len(few.spans) > 5
-    sums, counts = few.table()
     for column, (task, criterion) in enumerate(few.columns):
         detail = few.results.details[task].criteria[criterion]
-        ci, stderr = _clustered_t(sums[:, [column]], counts[:, [column]])
+        ci, stderr = bootstrap_t(few, [column])
         assert detail.ci == pytest.approx(ci, abs=PUBLISHED), criterion
         assert few.results.results[task][f"{criterion}_stderr,none"] == pytest.approx(
             stderr, abs=PUBLISHED
         )
         assert (detail.n_filings, detail.ci_reliable) == (5, False)
-        assert detail.ci_method.startswith("clustered t, G-1 degrees of freedom")
-    ci, stderr = _clustered_t(sums, counts)
+        assert detail.ci_method == "filing bootstrap-t (studentized)"
+    ci, stderr = bootstrap_t(few, few.indices())
     overall = few.results.overall
     assert overall.ci == pytest.approx(ci, abs=PUBLISHED)
     assert overall.stderr == pytest.approx(stderr, abs=PUBLISHED)

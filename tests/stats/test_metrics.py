@@ -232,9 +232,10 @@ def test_judge_influence_is_near_zero_for_exchangeable_judges_and_largest_for_a_
 
 
 def test_few_filings_give_a_wide_interval_marked_unreliable():
-    """Two filings: the percentile bootstrap could only reshuffle them (narrower than the
-    span bootstrap); the clustered t interval with one degree of freedom is wider, and the
-    interval says it is unreliable. From 10 filings on: the filing bootstrap."""
+    """Two filings: a bootstrap could only reshuffle them (every studentized replicate is the
+    estimate itself); the interval is then the clustered t one with one degree of freedom,
+    wider than the span bootstrap's, and says it is unreliable. From 12 filings on:
+    reliable."""
     rng = random.Random(5)
     judges = ["a", "b", "c"]
 
@@ -247,7 +248,7 @@ def test_few_filings_give_a_wide_interval_marked_unreliable():
 
     two = items(2)
     few = score_criterion(two, judges, aggregation="micro", seed=1)
-    assert (few.n_filings, few.ci_reliable) == (2, False) and "clustered t" in few.ci_method
+    assert (few.n_filings, few.ci_reliable) == (2, False) and "bootstrap-t" in few.ci_method
     assert few.ci[1] - few.ci[0] > few.ci_span[1] - few.ci_span[0]
     # By hand: each filing's linearised influence on the rate, the G/(G-1) factor, t(1 df).
     passed = {f: sum(it.votes["a"] for it in two if it.filing == f) for f in ("F0", "F1")}
@@ -256,4 +257,6 @@ def test_few_filings_give_a_wide_interval_marked_unreliable():
     expected = [100 * (rate - 12.7062 * stderr), 100 * (rate + 12.7062 * stderr)]
     assert few.ci == pytest.approx(expected, abs=0.01)
     many = score_criterion(items(12), judges, aggregation="micro", seed=1)
-    assert (many.n_filings, many.ci_reliable) == (12, True) and "bootstrap" in many.ci_method
+    assert (many.n_filings, many.ci_reliable) == (12, True) and "bootstrap-t" in many.ci_method
+    eleven = score_criterion(items(11), judges, aggregation="micro", seed=1)
+    assert eleven.ci_reliable is False
