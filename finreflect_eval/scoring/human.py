@@ -193,6 +193,8 @@ def _check(
         items.score[scored],
         items.units[scored],
         items.n_units,
+        seed=seed,
+        iterations=iterations,
     )
     # Agreement on the audit where it has labels: the flagged items are the hard ones.
     chosen = people.audit if people.audit.any() else np.ones(len(people.rows), bool)

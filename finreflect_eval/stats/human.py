@@ -12,7 +12,10 @@ the panel's mean over all N items, corrected by the mean error it makes on the n
     θ̂ = λ·mean(ŷ_all) + mean(y − λ·ŷ),
 
 is unbiased for the people's mean whatever the panel's bias, when the labeled items are a
-random sample; λ (0: the labels alone, 1: plain PPI) is tuned to make the interval narrowest.
+random sample; λ (0: the labels alone, 1: plain PPI) is tuned to make the interval narrowest,
+on the filing-clustered variance and cross-fitted (each half of the filings takes the λ tuned on
+the other), and set to 0 where the labels alone give no wider interval: plain PPI loses to the
+labels alone when the judge is poor (Angelopoulos et al. 2023, §2; R-AutoEval+, NeurIPS 2025).
 Its standard error is linearised by filing: per filing g,
 
     influence_g = λ·a_g + y_g − λ·ŷ_g,
@@ -60,7 +63,8 @@ class PPIEstimate:
     estimate: float | None
     """θ̂; None without labeled items or without the panel's scores on all items."""
     ci: list[float] | None
-    """Student's t with G−1 degrees of freedom; None with fewer than two filings."""
+    """The studentized filing bootstrap's, and at least Student's t's on the floored standard
+    error; None with fewer than two filings."""
     stderr: float | None
     lam: float | None
     """The λ used (given, or tuned and clipped to [0, 1])."""
@@ -78,14 +82,19 @@ def ppi_mean(
     n_units: int,
     *,
     lam: float | None = None,
+    seed: int = 0,
+    iterations: int = uncertainty.BOOTSTRAP_ITERS,
     confidence: float = uncertainty.CONFIDENCE,
 ) -> PPIEstimate:
-    """The PPI++ estimate of the people's mean (module docstring) with its filing-clustered t
-    interval: `y` the people's labels (as scores 0–1) and `yhat` the panel's scores on the same
-    labeled items, `units` their filings; `yhat_all` the panel's scores on all items of the
+    """The PPI++ estimate of the people's mean (module docstring) with its studentized filing
+    bootstrap interval (`uncertainty.studentized_interval`, `iterations` draws from `seed`):
+    `y` the people's labels (as scores 0–1) and `yhat` the panel's scores on the same labeled
+    items, `units` their filings; `yhat_all` the panel's scores on all items of the
     population and `units_all` their filings (indices below `n_units`). `lam` None: tuned and
-    cross-fitted (`tuned_lambda`, `_cross_fitted`); the interval's standard error is at least
-    the `UNSEEN` floor's."""
+    cross-fitted (`tuned_lambda`, `_cross_fitted`), and 0 (the labels alone, the classical
+    estimate) where that one's clustered standard error is no larger: the panel does not help,
+    and PPI never loses to the labels alone. The interval is never narrower than Student's t
+    on the standard error, itself at least the `UNSEEN` floor's."""
     y, yhat, yhat_all = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_all))
     units, units_all = np.asarray(units, dtype=np.int64), np.asarray(units_all, dtype=np.int64)
     if len(y) != len(yhat) or len(y) != len(units) or len(yhat_all) != len(units_all):
@@ -96,23 +105,55 @@ def ppi_mean(
     if not n or panel is None:
         return PPIEstimate(panel, None, None, None, None, n, int(present.sum()))
     a = uncertainty.unit_sums(units_all, yhat_all - panel, n_units)[present] / total
+
+    def corrected(by_unit: np.ndarray) -> tuple[float, float, float | None]:
+        """(λ, θ̂, its clustered standard error) with each filing's λ (`by_unit`), the same for
+        its labeled items and for all its items, so that θ̂ stays unbiased; λ reported as its
+        mean over all items."""
+        weighted = by_unit[units_all] * yhat_all
+        rectifier = y - by_unit[units] * yhat
+        estimate = float(weighted.mean()) + float(rectifier.mean())
+        part = uncertainty.unit_sums(units, rectifier - rectifier.mean(), n_units) / n
+        part += uncertainty.unit_sums(units_all, weighted - weighted.mean(), n_units) / total
+        return float(by_unit[units_all].mean()) + 0.0, estimate, _stderr(part[present])
+
     if lam is None:
-        weights = _cross_fitted(y, yhat, units, a, n_units, present)
-        lam = float(weights.mean()) + 0.0  # (+ 0.0: never -0.0)
+        by_unit = _cross_fitted(y, yhat, units, a, n_units, present)
+        lam, estimate, stderr = corrected(by_unit)
+        alone = corrected(np.zeros(n_units))
+        if stderr is not None and alone[2] is not None and alone[2] <= stderr:
+            by_unit = np.zeros(n_units)  # the panel does not help: the labels alone
+            lam, estimate, stderr = alone
     else:
-        weights = np.full(n, float(lam))
-    rectifier = y - weights * yhat
-    estimate = lam * panel + float(rectifier.mean())
-    influence = uncertainty.unit_sums(units, rectifier - rectifier.mean(), n_units)[present] / n
-    influence = influence + lam * a
-    _, stderr = uncertainty.clustered_t_interval(estimate, influence, confidence)
+        by_unit = np.full(n_units, float(lam))
+        _, estimate, stderr = corrected(by_unit)
+    groups = int(present.sum())
     if stderr is None:
-        return PPIEstimate(panel, estimate, None, None, lam, n, int(present.sum()))
+        return PPIEstimate(panel, estimate, None, None, lam, n, groups)
     rate = UNSEEN / (n + 2 * UNSEEN)
     stderr = max(stderr, math.sqrt(rate * (1 - rate) / n))
-    half = uncertainty.t_quantile(1 - (1 - confidence) / 2, len(influence) - 1) * stderr
-    ci = [estimate - half, estimate + half]
-    return PPIEstimate(panel, estimate, ci, stderr, lam, n, int(present.sum()))
+    half = uncertainty.t_quantile(1 - (1 - confidence) / 2, groups - 1) * stderr
+    sums = np.column_stack(
+        [
+            uncertainty.unit_sums(units_all, by_unit[units_all] * yhat_all, n_units),
+            uncertainty.unit_sums(units, y - by_unit[units] * yhat, n_units),
+        ]
+    )[present]
+    counts = np.column_stack(
+        [np.bincount(units_all, minlength=n_units), np.bincount(units, minlength=n_units)]
+    )[present].astype(float)
+    resampling = uncertainty.Resampling(groups, seed, iterations)
+    _, ci, _ = uncertainty.studentized_interval(
+        sums, counts, resampling, np.ones(2), confidence=confidence
+    )
+    # Never narrower than Student's t on the floored standard error: a few labels that seldom
+    # disagree show the bootstrap too little of the variance (its replicates see none either).
+    ci = [min(ci[0], estimate - half), max(ci[1], estimate + half)]
+    return PPIEstimate(panel, estimate, ci, stderr, lam, n, groups)
+
+
+def _stderr(influence: np.ndarray) -> float | None:
+    return uncertainty.clustered_stderr(influence) if len(influence) >= 2 else None
 
 
 def tuned_lambda(
@@ -142,17 +183,16 @@ def _cross_fitted(
     n_units: int,
     present: np.ndarray,
 ) -> np.ndarray:
-    """Each labeled item's λ, tuned on the labels of the other half of the filings (halves by
-    the filings' order: even and odd); 1 (plain PPI) where a half has no labels."""
+    """Each filing's λ, tuned on the labels of the other half of the filings (halves by the
+    filings' order: even and odd); 1 (plain PPI) where a half has no labels."""
     half = units % 2
-    weights = np.ones(len(y))
+    by_unit = np.ones(n_units)
     if np.all(half == half[0]):
-        return weights
+        return by_unit
     for side in (0, 1):
         other = half != side
-        lam = tuned_lambda(y[other], yhat[other], units[other], a, n_units, present)
-        weights[half == side] = lam
-    return weights
+        by_unit[side::2] = tuned_lambda(y[other], yhat[other], units[other], a, n_units, present)
+    return by_unit
 
 
 def panel_interval(

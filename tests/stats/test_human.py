@@ -41,9 +41,11 @@ def _half(ci) -> float:
 
 
 def test_ppi_with_a_fixed_lambda_is_ppi_pythons():
-    """Same point; the interval differs only by G/(G-1) and t(G-1) against the normal quantile
-    (G = 22000: 8e-5 of the half-width), so 1e-3 of it is a close bound that still fails on any
-    real difference."""
+    """Same point; the standard error times 1.96 is ppi-python's half-width but for G/(G-1)
+    (G = 22000: 2e-5 of it), so 1e-3 of it is a close bound that still fails on any real
+    difference. The interval is the studentized bootstrap's (at least Student's t's): with
+    22000 independent units its t quantiles are the normal's but for the 1000 draws' own noise
+    (a 2.5% quantile of 1000 draws: about 4% of the half-width, one standard deviation)."""
     y, yhat, units, yhat_all, units_all, n_units = _independent(0)
     for lam in (0.0, 0.4, 1.0):
         ours = ppi_mean(y, yhat, units, yhat_all, units_all, n_units, lam=lam)
@@ -51,8 +53,10 @@ def test_ppi_with_a_fixed_lambda_is_ppi_pythons():
         low, high = ppi_mean_ci(y, yhat, yhat_all, alpha=0.05, lam=lam)
         assert ours.estimate == pytest.approx(float(point[0]), abs=1e-9)
         half = (high[0] - low[0]) / 2
-        assert abs(ours.ci[0] - low[0]) < 1e-3 * half
-        assert abs(ours.ci[1] - high[0]) < 1e-3 * half
+        assert abs(1.959964 * ours.stderr - half) < 1e-3 * half
+        assert ours.ci[0] <= low[0] + 1e-3 * half and ours.ci[1] >= high[0] - 1e-3 * half
+        assert abs(ours.ci[0] - low[0]) < 0.12 * half
+        assert abs(ours.ci[1] - high[0]) < 0.12 * half
         assert ours.lam == lam and ours.n_labeled == 2000 and ours.n_units == 22000
     assert ours.panel == pytest.approx(yhat_all.mean())
 
@@ -83,12 +87,13 @@ def test_tuned_lambda_is_ppi_pythons_up_to_how_it_pools_the_variance(seed):
     assert abs(mine - float(theirs)) < 0.03
     # Used cross-fitted (each half of the units weighed with the λ tuned on the other half: on
     # n/2 labels, so n/(2N) in its denominator and √2 its sampling error), λ̄ is within 0.05 and
-    # the interval is ppi-python's within 2% of its half-width.
+    # the interval is ppi-python's within 2% of its half-width, and the bootstrap's draws' noise
+    # (about 4% each way, one standard deviation).
     ours = ppi_mean(y, yhat, units, yhat_all, units_all, n_units)
     assert abs(ours.lam - float(theirs)) < 0.05
     low, high = ppi_mean_ci(y, yhat, yhat_all, alpha=0.05)
     half = (high[0] - low[0]) / 2
-    assert abs(_half(ours.ci) / half - 1) < 0.02
+    assert abs(_half(ours.ci) / half - 1) < 0.12
     assert abs(ours.estimate - (low[0] + high[0]) / 2) < 0.1 * half
 
 
