@@ -291,27 +291,40 @@ def agreement_table(results: Results) -> str:
 
 def influence_line(results: Results) -> str:
     """Per criterion (and Overall), the judge with the largest influence: the points it adds
-    to the score beside the other judges (`CriterionDetail.judge_influence`)."""
+    to the score beside the other judges (`CriterionDetail.judge_influence`), with its interval
+    and whether that leaves 0 out (the judge moves the score beyond chance)."""
     largest = []
     for name, criterion in CRITERIA.items():
         influences = [
-            (value, judge)
+            (value, judge, details.criteria[name].judge_influence_ci.get(judge))
             for details in results.details.values()
             if name in details.criteria
             for judge, value in details.criteria[name].judge_influence.items()
             if value is not None
         ]
         largest.append(_largest(criterion.letter, influences))
-    overall = [(v, j) for j, v in results.overall.judge_influence.items() if v is not None]
+    overall = [
+        (value, judge, results.overall.judge_influence_ci.get(judge))
+        for judge, value in results.overall.judge_influence.items()
+        if value is not None
+    ]
     shown = [text for text in [*largest, _largest("overall", overall)] if text]
     return f"judge influence, largest: {', '.join(shown)}\n" if shown else ""
 
 
-def _largest(label: str, moves: list[tuple[float, str]]) -> str:
+def _largest(label: str, moves: list[tuple[float, str, list[float] | None]]) -> str:
     if not moves:
         return ""
-    shift, judge = max(moves, key=lambda move: abs(move[0]))
-    return f"{label} {shift:+.1f} ({judge})"
+    shift, judge, ci = max(moves, key=lambda move: abs(move[0]))
+    if ci is None:
+        return f"{label} {shift:+.1f} ({judge})"
+    verdict = "moves the score" if moves_score(ci) else "within chance"
+    return f"{label} {shift:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}] ({judge}, {verdict})"
+
+
+def moves_score(ci: list[float] | None) -> bool:
+    """A judge's influence interval leaves 0 out: it moves the score beyond chance."""
+    return ci is not None and (ci[0] > 0 or ci[1] < 0)
 
 
 def alpha_text(agreement: Any) -> str:

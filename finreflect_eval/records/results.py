@@ -210,6 +210,9 @@ class CriterionDetail(Record):
     """Per judge, in points: the mean of the scores without each other judge minus the score
     without this one. Near 0 for exchangeable judges; positive for a judge that lifts the score
     beyond the others (lenient), negative for a strict one."""
+    judge_influence_ci: dict[str, list[float] | None] = {}
+    """Each judge's influence's 95% interval (the studentized filing bootstrap): the judge moves
+    the score beyond chance only where it leaves 0 out (empty: written before it was computed)."""
     n_filings: int | None = None
     """The filings the interval resamples (None: written before it was recorded)."""
     ci_method: str | None = None
@@ -299,6 +302,8 @@ class Overall(Record):
     """The score from the other judges' votes, per judge left out."""
     judge_influence: dict[str, float | None] = {}
     """Per judge, as `CriterionDetail.judge_influence`, of Overall."""
+    judge_influence_ci: dict[str, list[float] | None] = {}
+    """Its interval, as `CriterionDetail.judge_influence_ci`."""
     n_filings: int | None = None
     ci_method: str | None = None
     ci_reliable: bool | None = None

@@ -148,6 +148,7 @@ def overall_of(judged: JudgedScores) -> Overall:
         tasks={task: metrics.mean_of_averages(judged.parts([task])) for task in judged.criteria},
         without_judge=without_judge,
         judge_influence=metrics.judge_influence(without_judge),
+        judge_influence_ci=judged.bootstrap.influence(range(len(judged.columns))),
         unscored=[
             f"{name} of {task}"
             for task, name in judged.columns

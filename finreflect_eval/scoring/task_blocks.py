@@ -118,6 +118,7 @@ def _criterion_detail(aggregation: Aggregation, scores: metrics.CriterionScores)
         per_judge=scores.per_judge,
         without_judge=scores.without_judge,
         judge_influence=scores.judge_influence,
+        judge_influence_ci=scores.judge_influence_ci,
         n_filings=scores.n_filings,
         ci_method=scores.ci_method,
         ci_reliable=scores.ci_reliable,

@@ -190,6 +190,11 @@ class CriterionScores:
     left out."""
     judge_influence: dict[str, float | None] = field(default_factory=dict)
     """Per judge, the points it adds to the score beside the others (`judge_influence`)."""
+    without_table: np.ndarray | None = field(default=None, repr=False)
+    """Per filing, each left-out judge's score's sums, then its counts (filings × 2·judges)."""
+    judge_influence_ci: dict[str, list[float] | None] = field(default_factory=dict)
+    """Each influence's filing interval (`RunBootstrap`): it moves the score beyond chance only
+    where the interval leaves 0 out."""
     agreement: dict[str, Any] = field(default_factory=dict)
     levels: dict[str, float] | None = None
     """The score of each level (good, partial, poor), for criteria with levels."""
@@ -352,11 +357,16 @@ def score_codes(
         by_span = SpanScores.group(spans, span_ids, scores, voted)
         per_judge[judge] = pct(average(aggregation, by_span))
     without_judge = {}
+    without_table = np.zeros((n_filings, 2 * len(judges)))
+    position = {span_id: row for row, span_id in enumerate(span_ids)}
     for column, judge in enumerate(judges):
         others = np.delete(codes, column, axis=1)
         rest = Outcomes.of(others, (others != ABSENT).sum(axis=1), label_scores)
         by_span = SpanScores.group(spans, span_ids, rest.score, rest.scored)
         without_judge[judge] = pct(average(aggregation, by_span))
+        rows = span_filings[[position[span] for span in by_span.ids]].astype(np.int64)
+        for offset, values in zip((0, len(judges)), by_span.columns(aggregation), strict=True):
+            without_table[:, offset + column] = np.bincount(rows, values, n_filings)
     coincidences = Coincidences.of(
         codes[judged],
         span_filings[spans[judged]],
@@ -375,6 +385,7 @@ def score_codes(
         per_judge=per_judge,
         without_judge=without_judge,
         judge_influence=judge_influence(without_judge),
+        without_table=without_table,
         agreement=coincidences.agreement(),
         per_span=per_span,
         coincidences=coincidences,
@@ -436,12 +447,39 @@ class RunBootstrap:
             width = scores.coincidences.by_unit.shape[1]
             scores.agreement = scores.coincidences.agreement(totals[:, start : start + width])
             start += width
+        self.parts = [scores for _, scores in parts]
+        for column, (_, scores) in enumerate(parts):
+            scores.judge_influence_ci = self.influence([column])
 
     def overall(self, columns: Sequence[int]) -> dict[str, Any]:
         """The interval (by filing and by span) and standard error of the mean of some parts'
         averages (their indices in `parts`), with how the interval was made."""
         ci_span, _ = _pct_interval(uncertainty.mean_of_defined(self.by_span[:, columns]))
         return {**self._interval(columns), "ci_span": ci_span, "n_filings": len(self.filing_table)}
+
+    def influence(self, columns: Sequence[int]) -> dict[str, list[float] | None]:
+        """Each judge's influence on the mean of some parts (`judge_influence`: the mean of the
+        scores without each other judge, minus the score without this one) with its studentized
+        filing interval; None where a part has no score without some judge, or without
+        resamples."""
+        tables = [self.parts[column].without_table for column in columns]
+        if not tables or any(table is None for table in tables) or not self.iterations:
+            return {}
+        judges = list(self.parts[columns[0]].without_judge)
+        k = len(judges)
+        sums = np.hstack([table[:, :k] for table in tables])
+        counts = np.hstack([table[:, k:] for table in tables])
+        if k < 2 or (counts.sum(axis=0) == 0).any():
+            return dict.fromkeys(judges)
+        resampling = uncertainty.Resampling(len(self.filing_table), self.seed, self.iterations)
+        result = {}
+        for judge in range(k):
+            weights = np.full(k, 1 / (k - 1))
+            weights[judge] = -1.0
+            coefficients = np.tile(weights, len(tables)) / len(tables)
+            _, ci, _ = uncertainty.studentized_interval(sums, counts, resampling, coefficients)
+            result[judges[judge]] = None if ci is None else [pct(ci[0]), pct(ci[1])]
+        return result
 
     def _interval(self, columns: Sequence[int]) -> dict[str, Any]:
         """The filing interval of the mean of some parts' averages: the studentized filing

@@ -623,3 +623,67 @@ def test_leaderboard_differences_and_rank_ranges_are_simultaneous_paired_interva
         assert (row["rank_range"], row["tied_with"]) == ([best, worst], tied), a
         ties.update(frozenset((a, b)) for b in tied)
     assert 0 < len(ties) < 3  # some pairs tied and some apart: both calls are checked
+
+
+def _studentized(run, sums, counts, coefficients):
+    """×100: a combination of ratios' studentized filing interval, replicate by replicate."""
+    filings = len(sums)
+
+    def value_and_stderr(weights):
+        drawn_sums, drawn_counts = weights @ sums, weights @ counts
+        ratios = drawn_sums / drawn_counts
+        each = (sums - ratios * counts) / drawn_counts * coefficients
+        contribution = each.sum(axis=1)
+        spread = np.sqrt(filings / (filings - 1) * weights @ contribution**2)
+        return coefficients @ ratios, spread
+
+    estimate, stderr = value_and_stderr(np.ones(filings))
+    pivots = [(v - estimate) / s for v, s in map(value_and_stderr, run.draws(filings)) if s > 0]
+    low, high = np.quantile(pivots, [0.025, 0.975])
+    low, high = estimate - high * stderr, estimate - low * stderr
+    if filings < 12:
+        student = stats.t.ppf(0.975, filings - 1) * stderr
+        low, high = min(low, estimate - student), max(high, estimate + student)
+    return [100 * low, 100 * high]
+
+
+def _without_table(run, task, criterion, judge):
+    """Per filing, the sums and counts of the score without one judge."""
+    sums, counts = np.zeros(len(run.filings)), np.zeros(len(run.filings))
+    for filing, scores in run.per_span(task, criterion, _without(judge)).values():
+        row = run.filings.index(filing)
+        micro = criterion in MICRO
+        sums[row] += sum(scores) if micro else np.mean(scores)
+        counts[row] += len(scores) if micro else 1
+    return sums, counts
+
+
+def test_each_judges_influence_has_its_filing_interval(run):
+    """`judge_influence_ci`: the influence (mean of the others' scores without them, minus the
+    score without this judge) as a combination of the left-out scores' ratios, its studentized
+    filing interval written out here; for Overall, over every criterion. The lenient judge
+    moves Overall beyond chance; the summary says which judges do."""
+    k = len(run.judges)
+    tables = {
+        column: [_without_table(run, *column, judge) for judge in range(k)]
+        for column in run.columns
+    }
+
+    def interval(columns, judge):
+        sums = np.column_stack([tables[c][j][0] for c in columns for j in range(k)])
+        counts = np.column_stack([tables[c][j][1] for c in columns for j in range(k)])
+        weights = np.full(k, 1 / (k - 1))
+        weights[judge] = -1
+        return _studentized(run, sums, counts, np.tile(weights, len(columns)) / len(columns))
+
+    for task, criterion in run.columns:
+        detail = run.results.details[task].criteria[criterion]
+        for number, judge in enumerate(run.judges):
+            expected = interval([(task, criterion)], number)
+            assert detail.judge_influence_ci[judge] == pytest.approx(expected, abs=PUBLISHED)
+    for number, judge in enumerate(run.judges):
+        expected = interval(run.columns, number)
+        assert run.results.overall.judge_influence_ci[judge] == pytest.approx(
+            expected, abs=PUBLISHED
+        )
+    assert run.results.overall.judge_influence_ci["lenient"][0] > 0
