@@ -56,7 +56,7 @@ for name in (
     "torch", "transformers", "huggingface-hub", "datasets", "pyarrow", "outlines",
     "outlines-core", "llguidance", "accelerate", "tokenizers", "pydantic", "numpy", "gguf",
     "evaluate", "krippendorff", "scipy", "jsonschema", "httpx", "lm-eval", "ray",
-    "ppi-python", "networkx", "jinja2", "pyyaml", "tqdm", "pytest",
+    "ppi-python", "scikit-learn", "networkx", "jinja2", "pyyaml", "tqdm", "pytest",
 ):
     print(f"  {name:16} {version(name)}")
 EOF

@@ -79,6 +79,7 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
         row |= _agreement(results, by_mode) | _output_means(results)
         row |= _human(entry.submission, by_mode) | _graph(results, by_mode)
+        row |= _worth(results, by_mode)
         rows.append(row | _cost(results, by_mode))
     standing = ranking.standings(contenders)
     _place(rows, standing)
@@ -228,6 +229,36 @@ def _human(submission: Submission, by_mode: dict[str, str]) -> dict[str, Any]:
             "kappa_ci": agreement.kappa_ci,
         }
     return columns
+
+
+def _worth(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
+    """What the entry's judges' votes are worth (the results' `judges_worth`, recomputed by
+    `verify`): `judges_effective`, the mean over modes and criteria of Kish's effective number
+    of judges, against people where they labeled, else against the other judges
+    (`judges_effective_against`: people, panel or both); `judges_best_as_good`, the
+    `<mode>.<criterion>: <judge>` where the best judge alone agrees with people as well as the
+    panel. None where the results have no block (scored before it was computed)."""
+    found = [
+        (mode, name, worth)
+        for mode, task in by_mode.items()
+        for name, worth in results.judges_worth.get(task, {}).items()
+    ]
+    if not found:
+        return dict.fromkeys(
+            ("judges_effective", "judges_effective_against", "judges_best_as_good")
+        )
+    against = {"people" if worth.people else "panel" for _, _, worth in found}
+    return {
+        "judges_effective": mean_of(
+            [(worth.people or worth.panel).effective_judges for _, _, worth in found], 2
+        ),
+        "judges_effective_against": "both" if len(against) > 1 else against.pop(),
+        "judges_best_as_good": [
+            f"{mode}.{name}: {worth.people.best_judge}"
+            for mode, name, worth in found
+            if worth.people and worth.people.best_as_good
+        ],
+    }
 
 
 def _graph(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:

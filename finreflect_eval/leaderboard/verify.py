@@ -259,12 +259,12 @@ def _recomputed(
 def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
     """The first value of the submitted results that differs from the recomputed ones (but for
     the `human` block where the labels were refused: that is said already). Results without a
-    `graph` or `cost` block (scored before there was one) are compared without it: it is
-    recomputed, and the entry shows the recomputed block (`Verdict.graph`); a block submitted is
-    compared number for number like any other."""
+    `graph`, `cost` or `judges_worth` block (scored before there was one) are compared without
+    it: it is recomputed, and the entry shows the recomputed block (`Verdict.graph`); a block
+    submitted is compared number for number like any other."""
     submitted = results.model_dump(mode="json", by_alias=True)
     again = recomputed.model_dump(mode="json", by_alias=True)
-    for block in ("graph", "cost"):  # scored before the block existed: shown as recomputed
+    for block in ("graph", "cost", "judges_worth"):  # scored before the block existed
         if block not in submitted:
             again.pop(block, None)
     if not with_human:

@@ -105,6 +105,7 @@ def results_table(results: Results) -> str:
         + always_agree_line(results)
         + graph_lines(results)
         + human_table(results)
+        + worth_table(results)
         + cost_table(results)
     )
 
@@ -201,6 +202,45 @@ def human_table(results: Results) -> str:
     header = ["people", "", "labels (audit/all)", "panel", "PPI", "accuracy", "κ", "α with people"]
     note = "agreement on the audit where it has labels; PPI from the audit only"
     return f"\nchecked against people ({note}):\n" + markdown_table(header, rows) + "\n"
+
+
+def worth_table(results: Results) -> str:
+    """What the panel's votes are worth (`results.judges_worth`): per task and criterion, the
+    judges' mean error correlation and effective number, against people where they labeled,
+    else against the other judges; and where the best judge alone agrees with people as well
+    as the panel, a line saying so."""
+    rows, lines = [], []
+    for task, criteria in results.judges_worth.items():
+        for name, found in criteria.items():
+            against = found.people or found.panel
+            rows.append(
+                [
+                    task,
+                    CRITERIA[name].letter,
+                    "people" if found.people else "the other judges",
+                    _ratio_with_ci(
+                        against.mean_error_correlation, against.mean_error_correlation_ci
+                    ),
+                    f"{_ratio_with_ci(against.effective_judges, against.effective_judges_ci)}"
+                    f" of {len(against.judges)}",
+                ]
+            )
+            people = found.people
+            if people and people.best_as_good:
+                ci = people.best_minus_majority_ci
+                lines.append(
+                    f"{task} {CRITERIA[name].letter}: the best single judge ({people.best_judge}) "
+                    f"agrees with people as well as the panel: accuracy "
+                    f"{people.best_minus_majority:+.1f} [{ci[0]:+.1f}, {ci[1]:+.1f}] points"
+                )
+    if not rows:
+        return ""
+    header = ["judges' worth", "", "errors against", "error correlation", "effective judges"]
+    return (
+        "\nwhat the judges' votes are worth (against the other judges, a diagnostic only):\n"
+        + markdown_table(header, rows)
+        + "".join(f"{line}\n" for line in lines)
+    )
 
 
 def _ratio_with_ci(value: float | None, ci: list[float] | None) -> str:

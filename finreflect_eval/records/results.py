@@ -32,6 +32,7 @@ from finreflect_eval.records.manifest import (
 from finreflect_eval.records.samples import (
     Vote,
 )
+from finreflect_eval.records.worth import CoderAgreement, JudgesWorth
 
 
 class SampleCount(Record):
@@ -136,20 +137,6 @@ class Agreement(Record):
     below_gate: bool = False
     """The interval's upper end (α itself without one) is under `ALPHA_GATE`: the panel agrees
     too little on this criterion for its scores to be trusted (flagged on the leaderboard)."""
-
-
-class CoderAgreement(Record):
-    """One coder (a judge, or the panel's majority) against the people's adjudicated labels."""
-
-    n: int
-    """Items both labelled."""
-    accuracy: float | None
-    accuracy_ci: list[float] | None
-    kappa: float | None
-    """Cohen's kappa; None where chance agreement is certain (one label only)."""
-    kappa_ci: list[float] | None
-    confusion: dict[str, dict[str, int]]
-    """People's label → the coder's label (`abstained` where it gave none) → items."""
 
 
 class HumanCheck(Record):
@@ -404,6 +391,10 @@ class Results(FileRecord):
     human: dict[str, dict[str, HumanCheck]] = {}
     """Per task and criterion, the panel checked against people's labels (`review import`);
     absent where the run has none."""
+    judges_worth: dict[str, dict[str, JudgesWorth]] = {}
+    """Per task and judged criterion, what the panel's votes are worth: its judges' error
+    correlation, the effective number of judges, each judge alone against the others and,
+    with people's labels, against them (absent in results written before it was computed)."""
     cost: dict[str, TaskCost] = {}
     """Per task, what its model calls used and, with a price table, cost (absent in results
     written before it was counted)."""

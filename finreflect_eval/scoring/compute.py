@@ -33,6 +33,7 @@ from finreflect_eval.scoring.run_info import judges_info, run_header, run_settin
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.task_blocks import task_bookkeeping, task_details, task_rows
 from finreflect_eval.scoring.votes import VoteTable
+from finreflect_eval.scoring.worth import worth_block
 from finreflect_eval.stats import uncertainty
 
 
@@ -148,6 +149,14 @@ def compute_results(
         filings=filings_of(judged),
         graph=graph_block(manifest, panel, span_facts, graphs),
         human=human,
+        judges_worth=worth_block(
+            manifest,
+            span_facts,
+            votes,
+            human_labels or {},
+            seed=bootstrap_seed(manifest),
+            iterations=bootstrap_iters,
+        ),
         cost=cost_block(manifest, panel, span_facts, prices),
         judges=judges_info(manifest, panel, always_agree(judged)),
         dataset=manifest.dataset,

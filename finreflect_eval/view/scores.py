@@ -133,6 +133,7 @@ def run_context(run: ViewRun, tasks: list[dict[str, Any]]) -> dict[str, Any]:
                     "agreement": agreement,
                     "levels": level_text(detail),
                     "human": results.human.get(task, {}).get(name),
+                    "worth": results.judges_worth.get(task, {}).get(name),
                 }
             )
         extraction = [
