@@ -14,6 +14,7 @@ this module only adapts its inputs to `finreflect_eval.stats.metrics`.
 import datasets
 import evaluate
 
+from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.stats.metrics import Item, score_items
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
 
@@ -28,7 +29,9 @@ Args:
 Returns:
     <criterion>: the panel score ×100 (micro over triples; macro over spans for
     comprehensiveness), <criterion>_ci: its 95% bootstrap CI over spans, <criterion>_alpha:
-    Krippendorff's nominal alpha across judges (None when undefined), and <criterion>_per_judge.
+    Krippendorff's nominal alpha across judges (None when undefined), for comprehensiveness
+    (ordered levels: poor < partial < good) <criterion>_alpha_ordinal too, and
+    <criterion>_per_judge.
 """
 
 
@@ -61,6 +64,8 @@ class FinReflectJudges(evaluate.Metric):
             result[name] = entry["score"]
             result[f"{name}_ci"] = entry["ci"]
             result[f"{name}_alpha"] = entry["agreement"]["alpha"]
+            if CRITERIA[name].ordered:
+                result[f"{name}_alpha_ordinal"] = entry["agreement"]["ordinal"]
             result[f"{name}_per_judge"] = entry["per_judge"]
         return result
 

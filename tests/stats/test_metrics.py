@@ -3,6 +3,7 @@
 import math
 import random
 
+import krippendorff
 import numpy as np
 import pytest
 
@@ -198,6 +199,39 @@ def test_the_evaluate_module_gives_the_same_scores(tmp_path, monkeypatch):
     assert result["comprehensiveness"] == pytest.approx(25.0)
     assert result["faithfulness_ci"] == direct["faithfulness"]["ci"]
     assert result["comprehensiveness_per_judge"] == {"a": 50.0, "b": 25.0, "c": 75.0}
+
+
+def test_the_evaluate_module_gives_comprehensiveness_its_ordinal_alpha(tmp_path, monkeypatch):
+    """Against the krippendorff package on the same votes, levels ordered poor < partial <
+    good: the ordinal α, which differs from the nominal one here (near misses count less)."""
+    import evaluate
+
+    from finreflect_eval.stats.metrics import EVALUATE_MODULE
+
+    monkeypatch.setenv("HF_MODULES_CACHE", str(tmp_path / "modules"))
+    votes = [
+        ["good", "good", "partial"],
+        ["poor", "partial", "poor"],
+        ["good", "partial", "good"],
+        ["poor", "poor", "poor"],
+        ["partial", "good", "partial"],
+        ["good", "poor", "good"],
+    ]
+    metric = evaluate.load(str(EVALUATE_MODULE))
+    result = metric.compute(
+        span_id=[f"s{i}" for i in range(len(votes))],
+        criterion=["comprehensiveness"] * len(votes),
+        votes=votes,
+        judges=JUDGES,
+    )
+    rank = {"poor": 0, "partial": 1, "good": 2}
+    data = np.array([[rank[v] for v in row] for row in votes], float).T  # judges × items
+    ordinal = krippendorff.alpha(reliability_data=data, level_of_measurement="ordinal")
+    nominal = krippendorff.alpha(reliability_data=data, level_of_measurement="nominal")
+    assert abs(ordinal - nominal) > 0.05
+    assert result["comprehensiveness_alpha_ordinal"] == pytest.approx(ordinal, abs=1e-4)
+    assert result["comprehensiveness_alpha"] == pytest.approx(nominal, abs=1e-4)
+    assert "faithfulness_alpha_ordinal" not in result
 
 
 def _panel_items(rng, leniency, n=3000):
