@@ -38,6 +38,14 @@ def add_review(commands: Commands) -> None:
     )
     export.add_argument("--seed", type=int, default=1234, help="the audit's draw (default: 1234)")
     export.add_argument(
+        "--select",
+        choices=("uniform", "confidence"),  # stats.audit.SELECTS (numpy: not at start-up)
+        default="uniform",
+        help="how the audit chooses: uniform (every item the same chance), or confidence (half "
+        "where the panel's judges disagreed, each item's chance known and weighed: fewer labels "
+        "for the same interval; `review plan` says how many each needs)",
+    )
+    export.add_argument(
         "--no-queue",
         action="store_true",
         help="the audit only, without the review queue's items (a split-heavy run queues many)",
@@ -69,7 +77,9 @@ def add_review(commands: Commands) -> None:
     imported.set_defaults(func=import_command)
 
     plan = actions.add_parser(
-        "plan", help="how many random items to label for a PPI interval of a given half-width"
+        "plan",
+        help="how many items to label for a PPI interval of a given half-width, drawn uniformly "
+        "or by confidence (`review export --select`)",
     )
     _add_run(plan)
     plan.add_argument(
@@ -110,6 +120,7 @@ def export_command(args: argparse.Namespace) -> None:
         seed=args.seed,
         show_judges=args.show_judges,
         queue=not args.no_queue,
+        select=args.select,
     )
     if not export.items:
         raise FinReflectError("nothing to export: the review queue is empty (add --audit-sample N)")

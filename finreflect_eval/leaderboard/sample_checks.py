@@ -7,7 +7,7 @@ of a span it has, made on that span's very text."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from finreflect_eval.data import load_benchmark, span_list
 from finreflect_eval.leaderboard.registry import RegisteredDataset
@@ -18,6 +18,7 @@ from finreflect_eval.runs.consistency import sample_problem
 from finreflect_eval.scoring.failures import FailurePolicy
 from finreflect_eval.scoring.label_checks import label_problems as checked_labels
 from finreflect_eval.scoring.span_facts import SpanFacts
+from finreflect_eval.scoring.votes import VoteTable
 
 
 def span_problems(
@@ -174,7 +175,9 @@ def label_problems(
             )
             continue
         facts = SpanFacts.from_records(records[task], [])
-        problems += checked_labels(manifest, task, facts, task_labels)[:1]
+        problems += checked_labels(
+            manifest, task, facts, task_labels, _votes_of(manifest, records[task])
+        )[:1]
     return problems
 
 
@@ -211,3 +214,16 @@ def cascade_problems(
         if said is not None and said.get(task, {}).get("triples_skipped") != skipped:
             return [f"task {task}: the grounding cascade's counts are not what the samples hold"]
     return []
+
+
+def _votes_of(manifest: Manifest, records: list[SampleRecord]) -> Callable[[str], VoteTable | None]:
+    """A panel's vote table of the task, by its name (what a confidence-driven audit was drawn
+    on); None for a panel the run does not record."""
+
+    def votes(panel: str) -> VoteTable | None:
+        judging = manifest.judging.get(panel)
+        if judging is None:
+            return None
+        return VoteTable.from_records(records, panel, [judge.name for judge in judging.judges])
+
+    return votes

@@ -44,6 +44,13 @@ class HumanLabel(FileRecord):
     same share of its spans), with `audit_seed`: what scoring draws again to check that the
     item was drawn (None outside the audit)."""
     audit_seed: int | None = None
+    audit_select: Literal["uniform", "confidence"] = "uniform"
+    """How the audit chose its items: `uniform` (every item the same chance), or `confidence`
+    (`review export --select confidence`: half the sample where the panel's judges disagreed,
+    each item's chance known; the estimates weigh a label by 1 / its chance)."""
+    audit_panel: PlainName | None = None
+    """The panel whose votes a confidence-driven audit was drawn on (scoring draws it again
+    from them)."""
     annotator: Annotator
     label: int | Literal["good", "partial", "poor"]
     """0/1 for a triple criterion, a level for comprehensiveness."""
@@ -65,4 +72,6 @@ class HumanLabel(FileRecord):
             (self.sample == "audit") != (self.audit_sample is not None)
         ):
             raise ValueError("an audit label has audit_sample and audit_seed, no other label has")
+        if (self.audit_select == "confidence") != (self.audit_panel is not None):
+            raise ValueError("a confidence-driven audit label names its audit_panel, no other")
         return self

@@ -19,7 +19,7 @@ from finreflect_eval.review.label_studio import Item
 from finreflect_eval.review.queue import review_queue
 from finreflect_eval.runs.store import load_run, not_a_link, write_atomic
 from finreflect_eval.scoring.compute import PanelFile, choose_panel, score_tables
-from finreflect_eval.scoring.label_checks import SPAN, judged
+from finreflect_eval.scoring.label_checks import SPAN, audit_weights, judged
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import audit, metrics
@@ -46,17 +46,21 @@ def export_items(
     seed: int,
     show_judges: bool,
     queue: bool = True,
+    select: str = "uniform",
+    panel: str | None = None,
 ) -> Export:
     """Every task's items to label (`audit_size` triples drawn per task, and the same share of
     its spans; None: none), and the review queue's (unless not `queue`), with the judges' votes
-    where `show_judges`."""
+    where `show_judges`. `select`: how the audit chooses (`confidence`: where `panel`'s judges
+    disagreed more often, `label_checks.audit_weights`)."""
     export = Export()
     for task, facts in span_facts.items():
         criteria = judged(manifest, task)
         export.criteria.update(criteria)
         chosen: dict[tuple[int, int], list] = {}  # (span row, triple index) → sample, flags
         if audit_size:
-            drawn = _draw(facts, audit_size, seed, "comprehensiveness" in criteria)
+            weights = audit_weights(facts, votes[task]) if select == "confidence" else None
+            drawn = _draw(facts, audit_size, seed, "comprehensiveness" in criteria, weights)
             export.audit[task] = (len(drawn[0][0]), len(drawn[1][0]))
             for rows, indices in drawn:
                 for row, index in zip(rows.tolist(), indices.tolist(), strict=True):
@@ -65,7 +69,8 @@ def export_items(
             _add_flagged(chosen, facts, votes[task])
         export.flagged += sum(1 for entry in chosen.values() if entry[0] == "flagged")
         judges = _judges_text(facts, votes[task], list(chosen)) if show_judges else None
-        export.items += _items(manifest.run, task, facts, chosen, judges, seed)
+        design = (seed, select, panel if select == "confidence" else None)
+        export.items += _items(manifest.run, task, facts, chosen, judges, design)
     return export
 
 
@@ -82,12 +87,16 @@ def _add_flagged(chosen: dict[tuple[int, int], list], facts: SpanFacts, table: V
 
 
 def _draw(
-    facts: SpanFacts, size: int, seed: int, with_spans: bool
+    facts: SpanFacts,
+    size: int,
+    seed: int,
+    with_spans: bool,
+    weights: tuple[np.ndarray, np.ndarray] | None,
 ) -> tuple[tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The audit's triples and spans, as (span rows, triple indices)."""
     _, span_filings = units_of(facts.python_values("filing"))
     counts = facts.table.column("triples").combine_chunks().value_lengths().to_numpy()
-    rows, indices, spans = audit.audit_items(span_filings, counts, size, seed, with_spans)
+    rows, indices, spans = audit.audit_items(span_filings, counts, size, seed, with_spans, weights)
     return (rows, indices), (spans, np.full(len(spans), SPAN))
 
 
@@ -97,10 +106,11 @@ def _items(
     facts: SpanFacts,
     chosen: dict[tuple[int, int], list],
     judges: dict[tuple[int, int], str] | None,
-    seed: int,
+    design: tuple[int, str, str | None],
 ) -> list[Item]:
     """The chosen items, the audit's first, each in span order (`judges`: their votes as
-    text; None: blind)."""
+    text; None: blind; `design`: the audit's seed, how it chose, on which panel's votes)."""
+    seed, select, panel = design
     keys = sorted(chosen, key=lambda key: (chosen[key][0] != "audit", key))
     rows = np.array([row for row, _ in keys], dtype=np.int64)
     wanted = np.array([index for _, index in keys], dtype=np.int64)
@@ -127,6 +137,8 @@ def _items(
                 sample=sample,
                 audit_sample=size,
                 audit_seed=seed if sample == "audit" else None,
+                audit_select=select,
+                audit_panel=panel,
                 flagged_for=tuple(flagged_for),
                 judges=None if judges is None else judges.get((row, index), ""),
                 span_triples=()
@@ -177,6 +189,7 @@ def export_run(
     seed: int,
     show_judges: bool,
     queue: bool = True,
+    select: str = "uniform",
 ) -> tuple[Manifest, Export]:
     """A run folder's items to label, with the votes of `panel` (None: its only or latest)."""
     run = load_run(path, for_scoring=True)
@@ -192,6 +205,8 @@ def export_run(
         seed=seed,
         show_judges=show_judges,
         queue=queue,
+        select=select,
+        panel=panel,
     )
     return run.manifest, export
 

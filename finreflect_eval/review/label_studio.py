@@ -55,6 +55,10 @@ class Item:
     """The judges' verdicts and reasoning as text, shown beside the span (None: blind)."""
     span_triples: tuple[str, ...] = ()
     """A span's item: its triples, shown to judge its comprehensiveness."""
+    audit_select: str = "uniform"
+    """How the audit chose (`uniform`, `confidence`); with `audit_panel`, the panel whose votes
+    a confidence-driven one was drawn on."""
+    audit_panel: str | None = None
 
     def data(self) -> dict[str, Any]:
         triple = " | ".join(self.triple) if self.triple is not None else ""
@@ -72,6 +76,8 @@ class Item:
             "sample": self.sample,
             "audit_sample": self.audit_sample,
             "audit_seed": self.audit_seed,
+            "audit_select": self.audit_select if self.sample == "audit" else None,
+            "audit_panel": self.audit_panel if self.sample == "audit" else None,
             "flagged_for": list(self.flagged_for),
             "span_sha256": self.span_sha256,
             "text": self.text,

@@ -33,6 +33,7 @@ from finreflect_eval.runs.store import RunStore, load_run, write_atomic, writing
 from finreflect_eval.scoring.compute import facts_from_records
 from finreflect_eval.scoring.label_checks import judged
 from finreflect_eval.scoring.span_facts import TRIPLE_FIELDS, SpanFacts
+from finreflect_eval.stats.audit import SELECTS
 
 _Key = tuple[str, str, int | None, str, str]  # task, span, triple index, criterion, annotator
 
@@ -192,6 +193,8 @@ def _problem(data: Any, manifest: Manifest, spans: dict[str, _Spans]) -> str | N
     audit = [data.get("audit_sample"), data.get("audit_seed")]
     if data["sample"] == "audit" and not all(type(v) is int for v in audit):
         return "an audit task without its audit_sample and audit_seed (numbers)"
+    if data["sample"] == "audit" and data.get("audit_select", "uniform") not in SELECTS:
+        return f"audit_select {str(data.get('audit_select'))[:20]!r} is not one of {SELECTS}"
     return None
 
 
@@ -241,6 +244,8 @@ def _labels(annotation: dict, where: str, data: dict, asked: set[str], run: str)
                 sample=data["sample"],
                 audit_sample=data["audit_sample"] if audit else None,
                 audit_seed=data["audit_seed"] if audit else None,
+                audit_select=data.get("audit_select") or "uniform" if audit else "uniform",
+                audit_panel=data.get("audit_panel") if audit else None,
                 annotator=annotator,
                 label=ANSWERS[choices[0]],
                 source=f"label-studio {where}",

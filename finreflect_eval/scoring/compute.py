@@ -130,6 +130,7 @@ def compute_results(
         span_facts,
         votes,
         human_labels or {},
+        panel=panel,
         seed=bootstrap_seed(manifest),
         iterations=bootstrap_iters,
     )

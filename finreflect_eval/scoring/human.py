@@ -24,7 +24,7 @@ from finreflect_eval.records import (
     HumanLabel,
     Manifest,
 )
-from finreflect_eval.scoring.label_checks import audit_counts, label_problems
+from finreflect_eval.scoring.label_checks import SPAN, audit_design, label_problems, votes_of
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
 from finreflect_eval.stats import human, metrics, uncertainty
@@ -67,19 +67,23 @@ def human_checks(
     votes: Mapping[str, VoteTable],
     labels: Mapping[str, Sequence[HumanLabel]],
     *,
+    panel: str,
     seed: int,
     iterations: int = uncertainty.BOOTSTRAP_ITERS,
 ) -> dict[str, dict[str, HumanCheck]]:
-    """Per task with people's labels, per judged criterion they label: the check."""
+    """Per task with people's labels, per judged criterion they label: the check (`panel`:
+    the panel `votes` are of)."""
     checks: dict[str, dict[str, HumanCheck]] = {}
     for task, task_labels in labels.items():
         if task not in span_facts or not task_labels:
             continue
         facts, table = span_facts[task], votes[task]
-        problems = label_problems(manifest, task, facts, task_labels)
+        task_votes = votes_of(panel, table)
+        problems = label_problems(manifest, task, facts, task_labels, task_votes)
         if problems:
             raise FinReflectError(problems[0])
-        drawn = audit_counts(manifest, task, facts, task_labels)
+        design = audit_design(manifest, task, facts, task_labels, task_votes)
+        confidence = any(label.audit_select == "confidence" for label in task_labels)
         _, span_units = uncertainty.units_of(facts.python_values("filing"))
         for spec in manifest.tasks[task].metric_list:
             name = spec.metric
@@ -88,13 +92,32 @@ def human_checks(
                 continue
             items = panel_items(facts, table, name, spec.levels, span_units)
             people = adjudicate(table, items, mine)
-            audit_size = None if drawn is None else drawn[CRITERIA[name].per == "span"]
+            audit_size = None if design is None else design[0][CRITERIA[name].per == "span"]
+            inclusion = (
+                _item_inclusion(table, facts, items, design[1])
+                if design is not None and confidence
+                else None
+            )
             aggregation = spec.aggregation or CRITERIA[name].aggregation
             per_item = CRITERIA[name].per == "span" or aggregation == "micro"
             checks.setdefault(task, {})[name] = _check(
-                items, people, list(table.judges), name, spec.levels, seed, iterations
+                items, people, list(table.judges), name, spec.levels, seed, iterations, inclusion
             ).model_copy(update={"audit_size": audit_size} | ({} if per_item else _NO_PPI))
     return checks
+
+
+def _item_inclusion(
+    table: VoteTable,
+    facts: SpanFacts,
+    items: PanelItems,
+    probability: Mapping[tuple[int, int], float],
+) -> np.ndarray:
+    """Each item's probability of entering the audit (0: it cannot)."""
+    rows = np.searchsorted(facts.column("doc_id"), table.column("doc_id")[items.rows])
+    spans = table.criteria()[items.rows] == CRITERION_NAMES.index("comprehensiveness")
+    indices = np.where(spans, SPAN, table.column("index")[items.rows])
+    keys = zip(rows.tolist(), indices.tolist(), strict=True)
+    return np.array([probability.get(key, 0.0) for key in keys])
 
 
 def panel_items(
@@ -181,7 +204,10 @@ def _check(
     levels: Mapping[str, float] | None,
     seed: int,
     iterations: int,
+    inclusion: np.ndarray | None = None,
 ) -> HumanCheck:
+    """`inclusion`: each item's probability of entering a confidence-driven audit (None: the
+    audit drew uniformly)."""
     scores = metrics.code_scores(levels)
     scored = ~np.isnan(items.score)
     audited = people.rows[people.audit & scored[people.rows]]
@@ -193,6 +219,7 @@ def _check(
         items.score[scored],
         items.units[scored],
         items.n_units,
+        inclusion=None if inclusion is None else inclusion[audited],
         seed=seed,
         iterations=iterations,
     )

@@ -82,6 +82,7 @@ def ppi_mean(
     n_units: int,
     *,
     lam: float | None = None,
+    inclusion: np.ndarray | None = None,
     seed: int = 0,
     iterations: int = uncertainty.BOOTSTRAP_ITERS,
     confidence: float = uncertainty.CONFIDENCE,
@@ -94,12 +95,17 @@ def ppi_mean(
     cross-fitted (`tuned_lambda`, `_cross_fitted`), and 0 (the labels alone, the classical
     estimate) where that one's clustered standard error is no larger: the panel does not help,
     and PPI never loses to the labels alone. The interval is never narrower than Student's t
-    on the standard error, itself at least the `UNSEEN` floor's."""
+    on the standard error, itself at least the `UNSEEN` floor's.
+
+    `inclusion`: each labeled item's probability of having been drawn, where the audit drew
+    with unequal ones (`audit.inclusion`): each label then weighs 1 / its probability, and the
+    rectifier's mean is their weighted (Hájek) mean; None: a uniform draw, every label alike."""
     y, yhat, yhat_all = (np.asarray(v, dtype=float) for v in (y, yhat, yhat_all))
     units, units_all = np.asarray(units, dtype=np.int64), np.asarray(units_all, dtype=np.int64)
     if len(y) != len(yhat) or len(y) != len(units) or len(yhat_all) != len(units_all):
         raise FinReflectError("PPI: every item needs its label, its panel score and its unit")
     n, total = len(y), len(yhat_all)
+    weights = np.ones(n) if inclusion is None else 1 / np.asarray(inclusion, dtype=float)
     present = np.bincount(np.concatenate([units, units_all]), minlength=n_units) > 0
     panel = float(yhat_all.mean()) if total else None
     if not n or panel is None:
@@ -112,13 +118,13 @@ def ppi_mean(
         mean over all items."""
         weighted = by_unit[units_all] * yhat_all
         rectifier = y - by_unit[units] * yhat
-        estimate = float(weighted.mean()) + float(rectifier.mean())
-        part = uncertainty.unit_sums(units, rectifier - rectifier.mean(), n_units) / n
+        estimate = float(weighted.mean()) + _mean(rectifier, weights)
+        part = _centred_sums(rectifier, weights, units, n_units)
         part += uncertainty.unit_sums(units_all, weighted - weighted.mean(), n_units) / total
         return float(by_unit[units_all].mean()) + 0.0, estimate, _stderr(part[present])
 
     if lam is None:
-        by_unit = _cross_fitted(y, yhat, units, a, n_units, present)
+        by_unit = _cross_fitted(y, yhat, units, a, n_units, present, weights)
         lam, estimate, stderr = corrected(by_unit)
         alone = corrected(np.zeros(n_units))
         if stderr is not None and alone[2] is not None and alone[2] <= stderr:
@@ -136,11 +142,11 @@ def ppi_mean(
     sums = np.column_stack(
         [
             uncertainty.unit_sums(units_all, by_unit[units_all] * yhat_all, n_units),
-            uncertainty.unit_sums(units, y - by_unit[units] * yhat, n_units),
+            uncertainty.unit_sums(units, weights * (y - by_unit[units] * yhat), n_units),
         ]
     )[present]
     counts = np.column_stack(
-        [np.bincount(units_all, minlength=n_units), np.bincount(units, minlength=n_units)]
+        [np.bincount(units_all, minlength=n_units), np.bincount(units, weights, n_units)]
     )[present].astype(float)
     resampling = uncertainty.Resampling(groups, seed, iterations)
     _, ci, _ = uncertainty.studentized_interval(
@@ -156,6 +162,18 @@ def _stderr(influence: np.ndarray) -> float | None:
     return uncertainty.clustered_stderr(influence) if len(influence) >= 2 else None
 
 
+def _mean(values: np.ndarray, weights: np.ndarray) -> float:
+    return float(weights @ values / weights.sum())
+
+
+def _centred_sums(
+    values: np.ndarray, weights: np.ndarray, units: np.ndarray, n_units: int
+) -> np.ndarray:
+    """Per unit, Σ w·(v − the weighted mean) / Σ w: its part in the weighted mean's influence."""
+    centred = weights * (values - _mean(values, weights))
+    return uncertainty.unit_sums(units, centred, n_units) / weights.sum()
+
+
 def tuned_lambda(
     y: np.ndarray,
     yhat: np.ndarray,
@@ -163,14 +181,15 @@ def tuned_lambda(
     a: np.ndarray,
     n_units: int,
     present: np.ndarray,
+    weights: np.ndarray | None = None,
 ) -> float:
     """The λ that minimises the clustered variance of θ̂ on these labels (`a`: the all-items
     part of the influence, per filing in `present`): with d_g = a_g − ŷ_g, λ* = −Σ d_g·y_g /
     Σ d_g², clipped to [0, 1] as ppi-python clips it (0 where Σ d_g² = 0: the panel's scores
-    do not vary, and cannot help)."""
-    n = len(y)
-    y_g = uncertainty.unit_sums(units, y - y.mean(), n_units)[present] / n
-    d = a - uncertainty.unit_sums(units, yhat - yhat.mean(), n_units)[present] / n
+    do not vary, and cannot help). `weights`: each label's (1 / its inclusion probability)."""
+    weights = np.ones(len(y)) if weights is None else weights
+    y_g = _centred_sums(y, weights, units, n_units)[present]
+    d = a - _centred_sums(yhat, weights, units, n_units)[present]
     spread = float(d @ d)
     return float(np.clip(-(d @ y_g) / spread, 0, 1)) + 0.0 if spread > 0 else 0.0
 
@@ -182,6 +201,7 @@ def _cross_fitted(
     a: np.ndarray,
     n_units: int,
     present: np.ndarray,
+    weights: np.ndarray,
 ) -> np.ndarray:
     """Each filing's λ, tuned on the labels of the other half of the filings (halves by the
     filings' order: even and odd); 1 (plain PPI) where a half has no labels."""
@@ -191,7 +211,9 @@ def _cross_fitted(
         return by_unit
     for side in (0, 1):
         other = half != side
-        by_unit[side::2] = tuned_lambda(y[other], yhat[other], units[other], a, n_units, present)
+        by_unit[side::2] = tuned_lambda(
+            y[other], yhat[other], units[other], a, n_units, present, weights[other]
+        )
     return by_unit
 
 
