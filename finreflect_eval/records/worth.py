@@ -40,7 +40,7 @@ class Worth(Record):
     mean_error_correlation_ci: list[float] | None
     effective_judges: float | None
     """Kish's effective number of judges, k / (1 + (k − 1)·r̄): k for independent errors, 1 for
-    errors that always coincide."""
+    errors that always coincide; capped at k (errors that go against each other)."""
     effective_judges_ci: list[float] | None
     judges: dict[str, CoderAgreement]
     """Each judge alone against the reference."""

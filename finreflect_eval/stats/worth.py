@@ -10,7 +10,9 @@ units correlated ρ),
 
     k_eff = k / (1 + (k − 1)·r̄),
 
-k for independent errors, 1 for errors that always coincide. The reference is people's
+k for independent errors, 1 for errors that always coincide; capped at k (errors that go
+against each other, r̄ < 0, make Kish's number exceed k, up to infinity at r̄ = −1/(k − 1):
+judges who cancel each other out are counted as independent, no more). The reference is people's
 adjudicated label where there is one; else, for a pair, the majority of the judges outside it
 (with three judges, the third). Against the panel the figure is a diagnostic, not an estimate:
 an error every judge makes is invisible there (they agree), and the reference's own errors read
@@ -58,8 +60,9 @@ def others_majority(codes: np.ndarray, left_out: tuple[int, ...]) -> np.ndarray:
     return strict_majority(np.delete(codes, list(left_out), axis=1))
 
 
-def kish_effective(mean_correlation: float, judges: int) -> float:
-    return judges / (1 + (judges - 1) * mean_correlation)
+def kish_effective(mean_correlation: float | np.ndarray, judges: int) -> float | np.ndarray:
+    """k / (1 + (k − 1)·r̄), capped at k (at r̄ ≤ 0)."""
+    return judges / (1 + (judges - 1) * np.maximum(mean_correlation, 0.0))
 
 
 def error_correlation(
@@ -89,9 +92,8 @@ def error_correlation(
     correlations = _phi(table.sum(axis=0)[None, :])[0]
     replicates = _phi(uncertainty.Resampling(n_units, seed, iterations).totals(table))
     mean, mean_replicates = _mean(correlations[None, :])[0], _mean(replicates)
-    effective = None if np.isnan(mean) else kish_effective(float(mean), judges)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        effective_replicates = judges / (1 + (judges - 1) * mean_replicates)
+    effective = None if np.isnan(mean) else float(kish_effective(float(mean), judges))
+    effective_replicates = kish_effective(mean_replicates, judges)
     totals = table.sum(axis=0)
     return ErrorCorrelation(
         pairs=[

@@ -73,6 +73,14 @@ def test_a_submission_with_labels_is_accepted_and_the_board_shows_its_audit(runs
     assert faithfulness["ppi"] == human["faithfulness"].ppi
     assert faithfulness["accuracy"] == human["faithfulness"].panel_agreement.accuracy
     assert row["overall"] == results_of(runs["labelled"]).overall.score  # not part of it
+    # What the judges' votes are worth: against people, the mean of Kish's effective numbers.
+    worth = results_of(runs["labelled"]).judges_worth[TASK]
+    effective = [w.people.effective_judges for w in worth.values() if w.people]
+    effective = [value for value in effective if value is not None]
+    assert row["judges_effective_against"] == "people" and effective
+    assert row["judges_effective"] == round(sum(effective) / len(effective), 2)
+    # accepts_all and rejects_all err on opposite items: anti-correlated, counted as at most 3
+    assert row["judges_effective"] == 3.0
     line = next(csv.DictReader(io.StringIO((board / "leaderboard.csv").read_text())))
     assert line["human_audit"] == str(row["human_audit"])
 
@@ -81,6 +89,7 @@ def test_a_submission_with_labels_is_accepted_and_the_board_shows_its_audit(runs
     assert f'data-value="{float(row["human_ppi"])}"' in page
     assert f"{row['human_audit']} audited · acc {row['human_accuracy']:.2f}" in page
     assert "checked against people" in page
+    assert "count as " + f"{row['judges_effective']:.2f}" in page
     # The entry's report shows the people's labels too (the stored labels travel with it).
     report = (board / row["report"]).parent
     assert 'class="people"' in (report / "index.html").read_text()

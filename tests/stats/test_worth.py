@@ -56,6 +56,12 @@ def test_independent_errors_make_as_many_judges_and_identical_ones_one():
     assert found.effective == pytest.approx(4, abs=0.25)
     same = np.repeat(independent[:, :1], 3, axis=1)
     assert worth.error_correlation(same, lambda i, j: truth, units, 50, seed=0).effective == 1
+    # Two judges whose errors are exactly opposite (r = -1): counted as two, not infinitely many.
+    opposite = np.column_stack([truth, 1 - truth])  # the first never errs, the second always
+    flip = rng.random(5000) < 0.5
+    opposite = np.where(flip[:, None], 1 - opposite, opposite)
+    found = worth.error_correlation(opposite, lambda i, j: truth, units, 50, seed=0)
+    assert found.mean == -1 and found.effective == 2
 
 
 def test_against_the_panel_the_reference_is_the_judges_outside_the_pair():
