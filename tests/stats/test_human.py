@@ -324,3 +324,41 @@ def test_alpha_with_people_on_levels_is_ordinal_too():
     for key, level in (("alpha", "nominal"), ("ordinal", "ordinal")):
         reference = krippendorff.alpha(reliability_data=scores, level_of_measurement=level)
         assert result[key] == round(reference, 4)
+
+
+def test_a_weighted_audit_weighs_each_label_by_one_over_its_chance():
+    """With unequal chances of being drawn, the rectifier's mean is Σ (y − λ·ŷ)/π / Σ 1/π (the
+    Hájek mean), written out here for plain PPI; equal chances give the unweighted estimate."""
+    rng = np.random.default_rng(8)
+    units_all = np.arange(400) % 20
+    yhat_all = (rng.random(400) < 0.7).astype(float)
+    chance = np.where(rng.random(400) < 0.3, 0.5, 0.1)
+    drawn = np.flatnonzero(rng.random(400) < chance)
+    y = np.where(rng.random(len(drawn)) < 0.8, yhat_all[drawn], 1 - yhat_all[drawn])
+    found = ppi_mean(
+        y,
+        yhat_all[drawn],
+        units_all[drawn],
+        yhat_all,
+        units_all,
+        20,
+        lam=1.0,
+        inclusion=chance[drawn],
+    )
+    weights = 1 / chance[drawn]
+    by_hand = yhat_all.mean() + np.sum(weights * (y - yhat_all[drawn])) / weights.sum()
+    assert found.estimate == pytest.approx(by_hand, abs=1e-12)
+    assert found.ci[0] < found.estimate < found.ci[1]
+    same = ppi_mean(
+        y,
+        yhat_all[drawn],
+        units_all[drawn],
+        yhat_all,
+        units_all,
+        20,
+        lam=1.0,
+        inclusion=np.full(len(drawn), 0.25),
+    )
+    plain = ppi_mean(y, yhat_all[drawn], units_all[drawn], yhat_all, units_all, 20, lam=1.0)
+    assert same.estimate == pytest.approx(plain.estimate, abs=1e-12)
+    assert same.ci == pytest.approx(plain.ci, abs=1e-12)
