@@ -20,6 +20,11 @@ def add_review(commands: Commands) -> None:
     actions = Commands(
         review.add_subparsers(dest="review_command", required=True, metavar="ACTION")
     )
+    _add_export(actions)
+    _add_import_and_plan(actions)
+
+
+def _add_export(actions: Commands) -> None:
     export = actions.add_parser(
         "export",
         help="the run's items as Label Studio tasks (a random audit, the review queue) and its "
@@ -65,6 +70,8 @@ def add_review(commands: Commands) -> None:
     export.add_argument("--title", help="the project's title (default: the run's model and id)")
     export.set_defaults(func=export_command)
 
+
+def _add_import_and_plan(actions: Commands) -> None:
     imported = actions.add_parser(
         "import", help="people's labels from a Label Studio JSON export into the run folder"
     )

@@ -31,7 +31,7 @@ from finreflect_eval.runs.store import load_run
 from finreflect_eval.scoring.compute import PanelFile, choose_panel, score_tables
 from finreflect_eval.scoring.human import adjudicate, panel_items
 from finreflect_eval.scoring.label_checks import audit_weights, judged, label_problems, votes_of
-from finreflect_eval.stats import audit, human, metrics
+from finreflect_eval.stats import audit, averages, human, metrics
 
 DEFAULT_DISAGREEMENT = 0.15
 MIN_PILOT = 30  # audit labels below this say too little of the variance: the prior serves
@@ -111,7 +111,7 @@ def _row(task, name, items, people, levels, halfwidth, disagreement, weights) ->
         _needed(halfwidth, v, lam * (panel_stderr or 0.0), groups, rho)
         for v in (variance, by_confidence)
     ]
-    panel = metrics.pct(float(score.mean())) if len(score) else None
+    panel = averages.pct(float(score.mean())) if len(score) else None
     return PlanRow(task, name, panel, needed[0], needed[1], int(scored.sum()), source)
 
 

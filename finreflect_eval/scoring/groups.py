@@ -13,7 +13,7 @@ from finreflect_eval.protocol.criteria import CRITERIA
 from finreflect_eval.records import Manifest, Percent
 from finreflect_eval.scoring.judged import JudgedScores
 from finreflect_eval.scoring.task_blocks import NOT_AVAILABLE, metrics_of
-from finreflect_eval.stats import metrics
+from finreflect_eval.stats import averages
 
 GROUP_STDERR = (
     "judged criteria and overall: one filing bootstrap over all the group's tasks together; "
@@ -30,7 +30,7 @@ def group_rows(
     for group, members in manifest.groups.items():
         members = [t for t in members if t in rows]
         mine = [i for i, (task, _) in enumerate(judged.columns) if task in members]
-        score = metrics.mean_of_averages(judged.parts(members))
+        score = averages.mean_of_averages(judged.parts(members))
         stderr = judged.bootstrap.overall(mine)["stderr"] if score is not None else None
         groups[group] = _group_entry(manifest, group, members, rows, judged) | _overall_metric(
             score, stderr

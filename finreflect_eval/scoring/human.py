@@ -27,7 +27,7 @@ from finreflect_eval.records import (
 from finreflect_eval.scoring.label_checks import SPAN, audit_design, label_problems, votes_of
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
-from finreflect_eval.stats import human, metrics, uncertainty
+from finreflect_eval.stats import averages, human, metrics, uncertainty
 
 PANEL = "panel"  # the panel's majority, as a coder beside the judges
 # A triple criterion a task averages per span (macro) is not a mean over items: PPI estimates
@@ -253,10 +253,10 @@ def _check(
         audit_size=None,  # (the caller's: how many the audit drew)
         unresolved=people.unresolved,
         annotators=people.annotators,
-        panel=metrics.pct(ppi.panel),
-        ppi=metrics.pct(ppi.estimate) if len(audited) else None,
+        panel=averages.pct(ppi.panel),
+        ppi=averages.pct(ppi.estimate) if len(audited) else None,
         ppi_ci=_within_scale(ppi.ci) if len(audited) else None,
-        ppi_stderr=metrics.pct(ppi.stderr) if ppi.stderr is not None and len(audited) else None,
+        ppi_stderr=averages.pct(ppi.stderr) if ppi.stderr is not None and len(audited) else None,
         ppi_lambda=None if ppi.lam is None or not len(audited) else round(ppi.lam, 4),
         agreement_on="audit" if people.audit.any() else "flagged",
         panel_agreement=CoderAgreement(**agreement.pop(PANEL)),
@@ -270,4 +270,4 @@ def _within_scale(ci: list[float] | None) -> list[float] | None:
     every interval that covered it)."""
     if ci is None:
         return None
-    return [metrics.pct(min(max(end, 0.0), 1.0)) for end in ci]
+    return [averages.pct(min(max(end, 0.0), 1.0)) for end in ci]

@@ -19,7 +19,7 @@ from finreflect_eval.records import Agreement, FilingScores, Manifest, Overall
 from finreflect_eval.records.manifest import TaskManifest
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.scoring.votes import VoteTable
-from finreflect_eval.stats import metrics, uncertainty
+from finreflect_eval.stats import averages, metrics, uncertainty
 
 DEFAULT_BOOTSTRAP_SEED = 1234
 
@@ -39,8 +39,8 @@ class JudgedScores:
     filing_ids: list[str]
     bootstrap: metrics.RunBootstrap
 
-    def parts(self, tasks: Iterable[str]) -> list[tuple[Aggregation, metrics.SpanScores]]:
-        """The tasks' judged criteria, as `metrics.mean_of_averages` averages them."""
+    def parts(self, tasks: Iterable[str]) -> list[tuple[Aggregation, averages.SpanScores]]:
+        """The tasks' judged criteria, as `averages.mean_of_averages` averages them."""
         return [
             (aggregation, scores.per_span)
             for task in tasks
@@ -138,14 +138,14 @@ def overall_of(judged: JudgedScores) -> Overall:
         )
         for judge in judged.judges
     }
-    score = metrics.mean_of_averages(judged.parts(judged.criteria))
+    score = averages.mean_of_averages(judged.parts(judged.criteria))
     intervals = judged.bootstrap.overall(range(len(judged.columns)))
     if score is None:  # (the replicates would average the criteria that have a score)
         intervals.update(ci=None, stderr=None, ci_span=None)
     return Overall(
         score=score,
         **intervals,
-        tasks={task: metrics.mean_of_averages(judged.parts([task])) for task in judged.criteria},
+        tasks={task: averages.mean_of_averages(judged.parts([task])) for task in judged.criteria},
         without_judge=without_judge,
         judge_influence=metrics.judge_influence(without_judge),
         judge_influence_ci=judged.bootstrap.influence(range(len(judged.columns))),
@@ -189,7 +189,7 @@ def filings_of(judged: JudgedScores) -> FilingScores:
 
 
 def _mean(values: list[float | None]) -> float | None:
-    """The mean, None when any value is (as `metrics.mean_of_averages`)."""
+    """The mean, None when any value is (as `averages.mean_of_averages`)."""
     if not values or None in values:
         return None
     return round(sum(values) / len(values), 4)

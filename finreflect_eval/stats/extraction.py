@@ -8,7 +8,7 @@ from functools import lru_cache
 from typing import Any
 
 from finreflect_eval.protocol.schema import CheckRulesReport
-from finreflect_eval.stats.metrics import pct
+from finreflect_eval.stats.averages import pct
 
 _NOT_WORD = re.compile(r"[^\w$%.]+")
 

@@ -7,16 +7,14 @@ import krippendorff
 import numpy as np
 import pytest
 
+from finreflect_eval.stats.averages import SpanScores, macro_average, micro_average
 from finreflect_eval.stats.metrics import (
     Item,
     Outcomes,
-    SpanScores,
     aggregate,
     code_label,
     judge_influence,
     krippendorff_alpha,
-    macro_average,
-    micro_average,
     score_criterion,
     vote_code,
 )
