@@ -258,7 +258,7 @@ def _recomputed(
 
 def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
     """The first value of the submitted results that differs from the recomputed ones (but for
-    the `human` block where the labels were refused: that is said already). Results without a
+    what people's labels give where they were refused: that is said already). Results without a
     `graph`, `cost` or `judges_worth` block (scored before there was one) are compared without
     it: it is recomputed, and the entry shows the recomputed block (`Verdict.graph`); a block
     submitted is compared number for number like any other."""
@@ -267,9 +267,12 @@ def _difference(results: Results, recomputed: Results, *, with_human: bool) -> s
     for block in ("graph", "cost", "judges_worth"):  # scored before the block existed
         if block not in submitted:
             again.pop(block, None)
-    if not with_human:
-        submitted.pop("human", None)
-        again.pop("human", None)
+    if not with_human:  # (the labels' part of `judges_worth` too)
+        for side in (submitted, again):
+            side.pop("human", None)
+            for criteria in side.get("judges_worth", {}).values():
+                for worth in criteria.values():
+                    worth.pop("people", None)
     difference = first_difference(submitted, again)
     if difference and difference.startswith("human"):
         difference = difference.replace(

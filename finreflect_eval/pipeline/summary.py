@@ -237,7 +237,8 @@ def worth_table(results: Results) -> str:
         return ""
     header = ["judges' worth", "", "errors against", "error correlation", "effective judges"]
     return (
-        "\nwhat the judges' votes are worth (against the other judges, a diagnostic only):\n"
+        "\nwhat the judges' votes are worth (errors against people where they labeled; against "
+        "the other judges a diagnostic only):\n"
         + markdown_table(header, rows)
         + "".join(f"{line}\n" for line in lines)
     )

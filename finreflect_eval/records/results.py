@@ -416,7 +416,7 @@ class Results(FileRecord):
         data = serialize(self)
         if not data.get("groups"):
             data.pop("groups", None)
-        for block in ("graph", "human", "cost"):
+        for block in ("graph", "human", "cost", "judges_worth"):
             if not data.get(block):
                 data.pop(block, None)
         return data

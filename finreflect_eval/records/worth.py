@@ -56,7 +56,8 @@ class PeopleWorth(Worth):
     best_judge: str | None
     """The judge that agrees with people best (accuracy, then κ)."""
     best_minus_majority: float | None
-    """Its accuracy minus the majority's, in points, on the items both labeled."""
+    """Its accuracy minus the majority's, in points, each on the items it labeled. (The best is
+    picked on the same labels: the difference leans its way.)"""
     best_minus_majority_ci: list[float] | None
     best_as_good: bool | None
     """The interval reaches 0 or above: the best judge alone agrees with people as well as the

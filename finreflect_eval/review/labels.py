@@ -193,7 +193,7 @@ def _problem(data: Any, manifest: Manifest, spans: dict[str, _Spans]) -> str | N
     audit = [data.get("audit_sample"), data.get("audit_seed")]
     if data["sample"] == "audit" and not all(type(v) is int for v in audit):
         return "an audit task without its audit_sample and audit_seed (numbers)"
-    if data["sample"] == "audit" and data.get("audit_select", "uniform") not in SELECTS:
+    if data["sample"] == "audit" and (data.get("audit_select") or "uniform") not in SELECTS:
         return f"audit_select {str(data.get('audit_select'))[:20]!r} is not one of {SELECTS}"
     return None
 

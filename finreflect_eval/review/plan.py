@@ -103,7 +103,7 @@ def _row(task, name, items, people, levels, halfwidth, disagreement, weights) ->
     groups = max(int(np.count_nonzero(np.bincount(units, minlength=items.n_units))), 1)
     rho = _intraclass(score, panel_stderr, groups)
     variance, lam, source, split_ratio = _rectifier(items, people, levels, disagreement)
-    dissent = audit.dissent(items.codes[scored])
+    dissent = _dissent(items, scored)
     expected = _expected(variance, dissent, split_ratio)
     share = weights[scored] / weights[scored].sum() if len(score) else np.ones(0)
     by_confidence = float(np.sum(expected / share)) / len(score) ** 2 if len(score) else variance
@@ -129,6 +129,14 @@ def _needed(halfwidth, variance, panel_stderr, groups, rho) -> int | None:
     return needed
 
 
+def _dissent(items, chosen: np.ndarray) -> np.ndarray:
+    """The chosen items' dissent (`audit.dissent`); 0 for a rule's vote (no judge's), as a
+    confidence-driven draw takes it."""
+    codes = items.codes[chosen]
+    ruled = (codes == metrics.ABSENT).all(axis=1)
+    return np.where(ruled, 0.0, audit.dissent(codes))
+
+
 def _expected(variance: float, dissent: np.ndarray, split_ratio: float | None) -> np.ndarray:
     """Each item's expected squared rectifier, averaging `variance`: split items `split_ratio`
     times the unanimous ones (the pilot's), else in proportion to SPLIT_FLOOR + dissent."""
@@ -146,6 +154,8 @@ def _item_weights(facts, table, items) -> np.ndarray:
     rows = np.searchsorted(facts.column("doc_id"), table.column("doc_id")[items.rows])
     is_span = table.criteria()[items.rows] == CRITERION_NAMES.index("comprehensiveness")
     flat = (np.cumsum(counts) - counts)[rows] + table.column("index")[items.rows]
+    if not len(triples):  # a task without triples: its spans only
+        return spans[rows]
     return np.where(is_span, spans[rows], triples[np.where(is_span, 0, flat)])
 
 
@@ -175,7 +185,7 @@ def _rectifier(items, people, levels, disagreement) -> tuple[float, float, str, 
             rate = human.UNSEEN / (len(y) + 2 * human.UNSEEN)
             variance = max(float(np.var(y - lam * yhat, ddof=1)), rate * (1 - rate))
             squared = (y - lam * yhat - np.mean(y - lam * yhat)) ** 2
-            split = audit.dissent(items.codes[audited]) > 0
+            split = _dissent(items, audited) > 0
             ratio = None
             if min(split.sum(), (~split).sum()) >= MIN_GROUP and squared[~split].mean() > 0:
                 ratio = float(squared[split].mean() / squared[~split].mean())

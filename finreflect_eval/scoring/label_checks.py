@@ -45,11 +45,22 @@ def audit_weights(facts: SpanFacts, table: VoteTable) -> tuple[np.ndarray, np.nd
     than two valid votes counts as split half and half."""
     dissent = np.where(table.column("synthetic"), 0.0, audit.dissent(table.codes()))
     counts = facts.table.column("triples").combine_chunks().value_lengths().to_numpy()
-    rows = np.searchsorted(facts.column("doc_id"), table.column("doc_id"))
+    doc_ids, voted = facts.column("doc_id"), table.column("doc_id")
+    rows = np.minimum(np.searchsorted(doc_ids, voted), max(len(doc_ids) - 1, 0))
     is_span = table.criteria() == CRITERION_NAMES.index("comprehensiveness")
+    index = table.column("index")
+    fits = np.zeros(len(voted), dtype=bool)
+    if len(doc_ids):
+        fits = (doc_ids[rows] == voted) & (is_span | (index < counts[rows]))
+    if not fits.all():
+        at = int(np.flatnonzero(~fits)[0])
+        raise FinReflectError(
+            f"a vote (span line {int(voted[at])}, item {int(index[at])}) of the panel the "
+            "confidence-driven audit was drawn on has no such span or triple in the samples"
+        )
     triples, spans = np.zeros(int(counts.sum())), np.zeros(len(counts))
     starts = np.cumsum(counts) - counts
-    flat = starts[rows[~is_span]] + table.column("index")[~is_span]
+    flat = starts[rows[~is_span]] + index[~is_span]
     np.maximum.at(triples, flat, dissent[~is_span])
     np.maximum.at(spans, rows[is_span], dissent[is_span])
     return audit.confidence_weights(triples), audit.confidence_weights(spans)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from finreflect_eval._util.errors import FinReflectError
+
 SELECTS = ("uniform", "confidence")  # how an audit chooses its items (`review export --select`)
 UNIFORM_SHARE = 0.5
 """Of a confidence-driven audit, the share spread evenly over the items: every item keeps at
@@ -32,6 +34,8 @@ def draw(
     (one integer per item), each with the same chance, or with `inclusion(weights, size)`; all
     of them when `size` ≥ their number."""
     total = len(filings)
+    if size <= 0:
+        return np.arange(0)
     if size >= total:
         return np.arange(total)
     rng = np.random.default_rng(seed)
@@ -52,6 +56,8 @@ def inclusion(weights: np.ndarray, size: int) -> np.ndarray:
     (capped at 1: an item that would take more than its share is taken for sure, and the rest
     shares what is left)."""
     weights = np.asarray(weights, dtype=float)
+    if size > (weights > 0).sum():
+        raise FinReflectError(f"a draw of {size} items from {(weights > 0).sum()} with a chance")
     probability = np.zeros(len(weights))
     sure = np.zeros(len(weights), dtype=bool)
     while True:

@@ -105,6 +105,8 @@ def ppi_mean(
     if len(y) != len(yhat) or len(y) != len(units) or len(yhat_all) != len(units_all):
         raise FinReflectError("PPI: every item needs its label, its panel score and its unit")
     n, total = len(y), len(yhat_all)
+    if inclusion is not None and not np.all((inclusion > 0) & (inclusion <= 1)):
+        raise FinReflectError("PPI: every labeled item's chance of being drawn is in (0, 1]")
     weights = np.ones(n) if inclusion is None else 1 / np.asarray(inclusion, dtype=float)
     present = np.bincount(np.concatenate([units, units_all]), minlength=n_units) > 0
     panel = float(yhat_all.mean()) if total else None

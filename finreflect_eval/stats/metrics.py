@@ -414,8 +414,11 @@ class RunBootstrap:
             weights = np.full(k, 1 / (k - 1))
             weights[judge] = -1.0
             coefficients = np.tile(weights, len(tables)) / len(tables)
-            _, ci, _ = uncertainty.studentized_interval(sums, counts, resampling, coefficients)
-            result[judges[judge]] = None if ci is None else [pct(ci[0]), pct(ci[1])]
+            _, ci, stderr = uncertainty.studentized_interval(sums, counts, resampling, coefficients)
+            if ci is None or not stderr:  # no filing varies: nothing to tell chance from
+                result[judges[judge]] = None
+            else:
+                result[judges[judge]] = [pct(ci[0]), pct(ci[1])]
         return result
 
     def _interval(self, columns: Sequence[int]) -> dict[str, Any]:

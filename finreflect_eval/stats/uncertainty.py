@@ -34,7 +34,8 @@ CONFIDENCE = 0.95
 MIN_FILINGS = 12
 """From this many filings the studentized filing bootstrap (`studentized_interval`) covered at
 least 93% of the time in the coverage simulation (tests/stats/test_interval_coverage.py, scores
-near 50% and 90%); under it an interval is marked unreliable."""
+near 50% and 90%); under it an interval is marked unreliable. (Near 100% with small filings no
+interval here covers so well: see docs/scores.md.)"""
 _BLOCK = 1 << 22  # units × replicates held at once (32 MB as float64)
 
 Level = Literal["nominal", "ordinal"]
@@ -118,13 +119,15 @@ def studentized_interval(
     estimate, over the replicate's own clustered standard error, gives the t quantiles the
     interval takes in place of Student's (Efron and Tibshirani 1993, §12.5; clustered: Cameron,
     Gelbach and Miller 2008). The percentile bootstrap and Student's t both under-cover a
-    skewed score (near 90%) with few filings; this one does not.
+    skewed score (near 90%) with few filings; this one does not. It is never narrower than
+    Student's t (`clustered_t_interval`), which it is where no replicate has a spread: with few
+    units the replicates can only reshuffle them (two: every pivot is 0), and near 100% the
+    replicates made only of perfect units have no spread, and the pivot loses its upper tail.
 
-    `coefficients`: each part's weight; None: the mean of the parts defined (in the data, and
-    in each replicate). Returns (estimate, ci, stderr) on the ratios' scale, the standard error
-    the clustered one (`clustered_stderr`); the interval at least Student's t's
-    (`clustered_t_interval`), which it is where no replicate has a spread; None where
-    undefined."""
+    `coefficients`: each part's weight (a replicate missing a part it weighs is left out);
+    None: the mean of the parts defined (in the data, and in each replicate). Returns
+    (estimate, ci, stderr) on the ratios' scale, the standard error the clustered one
+    (`clustered_stderr`); None where undefined."""
     sums, counts = np.asarray(sums, float), np.asarray(counts, float)
     weights_of = _combination(coefficients)
     estimate, influence = _linearised(sums, counts, np.ones(len(sums)), weights_of)
@@ -136,7 +139,8 @@ def studentized_interval(
     pivots = []
     for draws in resampling.weights():
         drawn, spread = _linearised(sums, counts, draws, weights_of)
-        pivots.append((drawn - estimate) / np.where(spread > 0, spread, np.nan))
+        # A spread within rounding of 0 (one unit drawn again and again) is 0: no pivot.
+        pivots.append((drawn - estimate) / np.where(spread > ROUNDING * stderr, spread, np.nan))
     pivot = np.concatenate(pivots) if pivots else np.array([])
     pivot = pivot[~np.isnan(pivot)]
     student, _ = clustered_t_interval(estimate, influence, confidence)
@@ -144,21 +148,24 @@ def studentized_interval(
         return estimate, student, stderr
     tail = (1 - confidence) / 2 * 100
     low, high = np.percentile(pivot, [tail, 100 - tail])
-    ci = [estimate - high * stderr, estimate - low * stderr]
-    if len(sums) < MIN_FILINGS:
-        # Few units: the replicates can only reshuffle them (two: every pivot is 0), and the
-        # bootstrap's quantiles shrink with them; the interval is at least Student's t's.
-        ci = [min(ci[0], student[0]), max(ci[1], student[1])]
+    ci = [min(estimate - high * stderr, student[0]), max(estimate - low * stderr, student[1])]
     return estimate, ci, stderr
+
+
+ROUNDING = 1e-9
+"""A standard error this small, relative to another's, is 0: rounding, not a spread."""
 
 
 def _combination(coefficients: np.ndarray | None):
     """Per replicate, each part's weight in the combination (replicates × parts of defined
-    ratios in; NaN ratio: undefined in that replicate)."""
+    ratios in). With `coefficients`, a replicate missing a part it weighs gets NaN weights: it
+    is undefined, not a combination of the other parts."""
 
     def weights_of(defined: np.ndarray) -> np.ndarray:
         if coefficients is not None:
-            return np.where(defined, np.asarray(coefficients, float), 0.0)
+            weights = np.asarray(coefficients, float)
+            missing = (~defined & (weights != 0)).any(axis=-1, keepdims=True)
+            return np.where(missing, np.nan, np.where(defined, weights, 0.0))
         n = defined.sum(axis=-1, keepdims=True)
         return np.where(defined, 1 / np.maximum(n, 1), 0.0)
 
@@ -175,7 +182,7 @@ def _linearised(sums, counts, draws, weights_of):
     defined = total_counts > 0
     ratio = np.where(defined, total_sums / np.where(defined, total_counts, 1), 0.0)
     coefficient = weights_of(defined)
-    if single and not defined.any():
+    if single and (not defined.any() or np.isnan(coefficient).any()):
         return None, None
     estimate = np.where(defined.any(axis=1), (coefficient * ratio).sum(axis=1), np.nan)
     scale = coefficient / np.where(defined, total_counts, 1)

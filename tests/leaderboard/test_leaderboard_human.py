@@ -197,7 +197,7 @@ def _audit_of(data: dict) -> dict:
                 label for label in data["human_labels"][TASK] if label["sample"] == "flagged"
             ).update(sample="audit", **_audit_of(data)),
             r"^refused: human label .*: marked audit, but the audit \(audit_sample \d+, "
-            r"audit_seed \d+\) did not draw it",
+            r"audit_seed \d+, uniform\) did not draw it",
         ),
         (
             lambda data: data["human_labels"][TASK][0].update(run="2020-01-01T00-00-00-abcd"),

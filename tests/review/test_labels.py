@@ -237,7 +237,9 @@ def test_plan_says_how_many_labels_and_from_what(cli, run):
     ]
     # 1.96² · 0.2 / (0.4² − 1.96² · V_panel) items: at least the independent count of 1.96²·0.2/0.16
     assert all(int(row[3].split()[0]) >= 5 for row in rows), result.stdout
-    assert all("disagreement 0.2 (stated)" in row[5] for row in rows)
+    assert all("disagreement 0.2 (stated)" in row[6] for row in rows)
+    # By confidence: a number too, or "impossible" where the random draw's is
+    assert all(row[4].split()[0].isdigit() or "impossible" in row[4] for row in rows)
     tight = cli("review", "plan", str(run), "--halfwidth", "0.5")
     assert (
         tight.returncode == 0 and "impossible" in tight.stdout
@@ -337,8 +339,9 @@ def test_a_flagged_task_passed_off_as_the_audits_is_refused_at_scoring(cli, run,
     assert import_(cli, run, tasks, tmp_path).returncode == 0
     scored = cli("score", "--samples", str(run))
     assert scored.returncode == 1
-    assert "marked audit, but the audit (audit_sample 4, audit_seed 1234) did not draw it" in (
-        scored.stderr
+    assert (
+        "marked audit, but the audit (audit_sample 4, audit_seed 1234, uniform) did not draw it"
+        in (scored.stderr)
     )
 
 

@@ -75,7 +75,8 @@ def test_each_judge_and_the_majority_against_people_are_sklearns_and_numpys(labe
             defined.append(expected)
     mean = np.mean(defined)
     assert people["mean_error_correlation"] == pytest.approx(mean, abs=1e-4)
-    assert people["effective_judges"] == pytest.approx(3 / (1 + 2 * mean), abs=1e-3)
+    # Kish's number, capped at 3 (these judges' errors go against each other: r̄ < 0)
+    assert people["effective_judges"] == pytest.approx(3 / (1 + 2 * max(mean, 0)), abs=1e-3)
     # The best judge (accuracy, then κ) against the majority, by hand.
     accuracy = [np.mean(cast[:, column] == y) for column in range(3)]
     best = people["best_judge"]
@@ -97,3 +98,15 @@ def test_against_the_panel_each_judge_meets_the_other_two(labeled):
         expected = accuracy_score(others[agree, 0], cast[agree, column])
         assert panel["judges"][judge]["n"] == agree.sum()
         assert panel["judges"][judge]["accuracy"] == pytest.approx(expected, abs=1e-4)
+
+
+def test_results_written_before_the_block_have_none(labeled):
+    """A results file without `judges_worth` (scored before it existed) reads as an empty block
+    and is written without one, so the leaderboard compares it without the block."""
+    from finreflect_eval.records import Results
+
+    path = next(labeled.glob("results_*.json"))
+    data = json.loads(path.read_text())
+    data.pop("judges_worth")
+    old = Results.model_validate(data)
+    assert old.judges_worth == {} and "judges_worth" not in json.loads(old.to_json())

@@ -274,8 +274,8 @@ def mean_over(replicates, columns):
 def bootstrap_t(run, columns):
     """×100: the studentized filing interval of the mean of some columns (cut to 0-100) and
     its clustered standard error, written out replicate by replicate: each one's mean of
-    ratios, its own clustered standard error, the pivot's 2.5 and 97.5 percentiles; under 12
-    filings at least Student's t interval (G-1 degrees of freedom)."""
+    ratios, its own clustered standard error, the pivot's 2.5 and 97.5 percentiles; at least
+    Student's t interval (G-1 degrees of freedom)."""
     sums, counts = run.table()
     sums, counts = sums[:, columns], counts[:, columns]
     filings = len(sums)
@@ -295,13 +295,14 @@ def bootstrap_t(run, columns):
     pivots = []
     for weights in run.draws(filings):
         mean, spread = mean_and_stderr(weights)
-        if spread > 0:
+        if spread > 1e-9 * stderr:  # (rounding's spread of one filing drawn again and again)
             pivots.append((mean - estimate) / spread)
     low, high = np.quantile(pivots, [0.025, 0.975])
-    low, high = estimate - high * stderr, estimate - low * stderr
-    if filings < 12:  # the interval is never narrower than Student's t (G-1 d.f.)
-        student = stats.t.ppf(0.975, filings - 1) * stderr
-        low, high = min(low, estimate - student), max(high, estimate + student)
+    student = stats.t.ppf(0.975, filings - 1) * stderr  # never narrower than Student's t
+    low, high = (
+        min(estimate - high * stderr, estimate - student),
+        max(estimate - low * stderr, estimate + student),
+    )
     return [100 * max(low, 0), 100 * min(high, 1)], 100 * stderr
 
 
@@ -638,12 +639,17 @@ def _studentized(run, sums, counts, coefficients):
         return coefficients @ ratios, spread
 
     estimate, stderr = value_and_stderr(np.ones(filings))
-    pivots = [(v - estimate) / s for v, s in map(value_and_stderr, run.draws(filings)) if s > 0]
+    pivots = [
+        (v - estimate) / s
+        for v, s in map(value_and_stderr, run.draws(filings))
+        if s > 1e-9 * stderr
+    ]
     low, high = np.quantile(pivots, [0.025, 0.975])
-    low, high = estimate - high * stderr, estimate - low * stderr
-    if filings < 12:
-        student = stats.t.ppf(0.975, filings - 1) * stderr
-        low, high = min(low, estimate - student), max(high, estimate + student)
+    student = stats.t.ppf(0.975, filings - 1) * stderr
+    low, high = (
+        min(estimate - high * stderr, estimate - student),
+        max(estimate - low * stderr, estimate + student),
+    )
     return [100 * low, 100 * high]
 
 
