@@ -635,17 +635,22 @@ def test_entries_on_other_tasks_or_data_are_not_compared():
 
 
 def test_an_interval_on_few_filings_is_marked_unreliable(runs, tmp_path):
-    """An entry whose Overall interval rests on under 10 filings (`ci_reliable` false: the
-    results say so, verification recomputes it) is marked on the page and in the JSON."""
+    """An entry whose Overall interval rests on under 12 filings (`ci_reliable` false: the
+    results say so, verification recomputes it) is marked on the page and in the JSON; one on
+    enough filings is not."""
     from finreflect_eval.leaderboard import render
     from finreflect_eval.leaderboard.entries import load_entries
 
     board = tmp_path / "board"
     submit(runs["org"], board)
     [entry] = load_entries(board, "submissions")
-    assert entry.submission.results.overall.ci_reliable is True  # the sample's 10 filings
-    entry.submission.results.overall.ci_reliable = False
+    assert entry.submission.results.overall.ci_reliable is False  # the sample's 10 filings
     files = render._files(board, [entry])
     [row] = json.loads(files["leaderboard.json"])
     assert row["overall_ci_reliable"] is False
     assert 'class="unreliable"' in files["index.html"]
+    entry.submission.results.overall.ci_reliable = True
+    files = render._files(board, [entry])
+    [row] = json.loads(files["leaderboard.json"])
+    assert row["overall_ci_reliable"] is True
+    assert 'class="unreliable"' not in files["index.html"]
