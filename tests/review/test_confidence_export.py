@@ -62,23 +62,18 @@ def _triples(run: Path):
     return found
 
 
+def _export(cli, run: Path) -> list[dict]:
+    """`review export --select confidence` of the audit alone; the tasks it wrote."""
+    args = ("--audit-sample", str(SIZE), "--seed", str(SEED), "--select", "confidence")
+    result = cli("review", "export", str(run), *args, "--no-queue")
+    assert result.returncode == 0, result.stderr
+    return json.loads((run / "label-studio" / "tasks.json").read_text())
+
+
 def test_the_draw_favours_split_items_with_known_chances_and_scoring_weighs_them(
     cli, run, tmp_path
 ):
-    result = cli(
-        "review",
-        "export",
-        str(run),
-        "--audit-sample",
-        str(SIZE),
-        "--seed",
-        str(SEED),
-        "--select",
-        "confidence",
-        "--no-queue",
-    )
-    assert result.returncode == 0, result.stderr
-    tasks = json.loads((run / "label-studio" / "tasks.json").read_text())
+    tasks = _export(cli, run)
     drawn = {
         (t["data"]["span_id"], t["data"]["triple_index"])
         for t in tasks
@@ -138,20 +133,7 @@ def test_the_draw_favours_split_items_with_known_chances_and_scoring_weighs_them
 
 
 def test_a_label_the_confidence_draw_did_not_give_is_refused_in_one_line(cli, run, tmp_path):
-    result = cli(
-        "review",
-        "export",
-        str(run),
-        "--audit-sample",
-        str(SIZE),
-        "--seed",
-        str(SEED),
-        "--select",
-        "confidence",
-        "--no-queue",
-    )
-    assert result.returncode == 0, result.stderr
-    tasks = json.loads((run / "label-studio" / "tasks.json").read_text())
+    tasks = _export(cli, run)
     for task in tasks:  # as if it had been drawn uniformly
         task["data"]["audit_select"], task["data"]["audit_panel"] = "uniform", None
     export = tmp_path / "export.json"
