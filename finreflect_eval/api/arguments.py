@@ -102,6 +102,7 @@ _ARGUMENTS = {
     ),
     "backend": _Takes("a backend name or None", _optional(_is_str)),
     "dataset": _Takes("'sample', a Hub id or a path, or None", _optional(_is_path)),
+    "qa": _Takes("a QA model's name or file, or None", _optional(_is_path)),
     "limit": _Takes(
         "a count of spans or a fraction between 0 and 1, or None",
         _optional(_is_number),

@@ -67,6 +67,7 @@ def run_config(
     bootstrap_iters: int = BOOTSTRAP_ITERS,
     skip_judging_ungrounded: bool = False,
     prices: str | Path | Mapping[str, Any] | Prices | None = None,
+    qa: str | Path | None = None,
 ) -> RunConfig:
     """A run as the command line and `simple_evaluate` describe it, with lm-eval's names.
     `model`: a name or path (with `model_args` and `backend`, read by `ModelSpec.from_cli`'s
@@ -78,7 +79,8 @@ def run_config(
     with its defaults. `skip_judging_ungrounded`: the grounding cascade (triples whose numbers
     or dates their span lacks score 0, unjudged; the default judges every triple, as the
     paper). `prices`: the price table of the results' cost block (a YAML file, its content as
-    a dict, or a `Prices`; None: no money counted). An argument of the wrong type or value is
+    a dict, or a `Prices`; None: no money counted). `qa`: the QA model of the downstream tasks
+    (a `tasks/qa/` name or a file; None: the tasks' own). An argument of the wrong type or value is
     an `ArgumentTypeError`/`ArgumentValueError` naming it."""
     check_arguments(locals(), spans_by_task=True)  # first: the parameters are all the locals
     names = [tasks] if isinstance(tasks, str) else list(tasks)
@@ -119,6 +121,7 @@ def run_config(
         bootstrap_iters=bootstrap_iters,
         skip_judging_ungrounded=skip_judging_ungrounded,
         prices=_prices(prices),
+        qa=None if qa is None else os.fspath(qa),
         num_fewshot=num_fewshot,
         system_instruction=system_instruction,
         fewshot_as_multiturn=fewshot_as_multiturn,

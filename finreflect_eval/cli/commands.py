@@ -131,6 +131,18 @@ def judge(args: argparse.Namespace) -> None:
     evaluator.check_judging(judged, panel.panel)
 
 
+def downstream(args: argparse.Namespace) -> None:
+    from finreflect_eval.pipeline import evaluator
+    from finreflect_eval.pipeline.sharding import load_runs
+
+    run = load_runs(args.samples)
+    panel = _panel(args, run)  # before any model loads
+    cache = None if args.no_cache else (args.cache or evaluator.default_cache(run))
+    with evaluator.writing(run.folder):
+        evaluator.downstream(run, panel, cache=cache, include_paths=args.include_path, qa=args.qa)
+    print(f"downstream answers of panel '{panel.panel}' in {run.folder} (`score` adds them)")
+
+
 def score(args: argparse.Namespace) -> None:
     from finreflect_eval.pipeline import evaluator
     from finreflect_eval.pipeline.sharding import load_runs
@@ -346,6 +358,7 @@ def _run_config(args: argparse.Namespace):
         fewshot_as_multiturn=bool(args.fewshot_as_multiturn),
         gen_kwargs=_key_values(args, "gen_kwargs"),
         skip_judging_ungrounded=getattr(args, "skip_judging_ungrounded", False),
+        qa=getattr(args, "qa", None),
         **seeds,
         output_path=args.output_path,
         use_cache=False if args.no_cache else (args.cache or True),

@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     subcommands.add_run(commands)
     subcommands.add_extract(commands)
     subcommands.add_judge(commands)
+    subcommands.add_downstream(commands)
     subcommands.add_score(commands)
     subcommands.add_upgrade(commands)
     subcommands.add_task_commands(commands)  # tasks, ls, validate

@@ -47,6 +47,7 @@ def add_run(commands: Commands) -> None:
     add_run_arguments(run)
     add_judges(run)
     add_grounding_cascade(run)
+    add_qa(run)
     add_failure_policy(run, scoring=True)
     add_scoring_options(run)
     add_hub_logging(run)
@@ -81,6 +82,30 @@ def add_judge(commands: Commands) -> None:
         "runs and no weight is downloaded",
     )
     judge.set_defaults(func=handlers.judge)
+
+
+def add_downstream(commands: Commands) -> None:
+    """`downstream`: the multi-hop QA stage on a judged run."""
+    downstream = commands.add_parser(
+        "downstream",
+        help="answer a run's multi-hop questions from the graph its triples make (its "
+        "downstream tasks: resumable, cached); then `score`",
+    )
+    add_run_folders(downstream)
+    add_judges(downstream)
+    add_qa(downstream)
+    add_cache(downstream, "the one the extraction used")
+    add_include_path(downstream)
+    downstream.set_defaults(func=handlers.downstream)
+
+
+def add_qa(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--qa",
+        metavar="NAME|FILE",
+        help="the QA model of the downstream tasks (a tasks/qa/ name or a QA model YAML file; "
+        "default: each task's own, `reference` for finreflect_multihop)",
+    )
 
 
 def add_score(commands: Commands) -> None:

@@ -1,5 +1,5 @@
-"""Benchmark data: typed records, loading (sample, folder, Hub, EvalBench rows), building and
-publishing dataset folders.
+"""Benchmark data: typed records, loading (sample, folder, Hub, EvalBench rows, multi-hop QA
+rows), building and publishing dataset folders.
 
 May import `chunking`, `records`, `protocol` and `_util`.
 """
@@ -17,6 +17,7 @@ from finreflect_eval.data._load import (
     load_benchmark,
     resolve_dataset,
 )
+from finreflect_eval.data._multihop import is_multihop, multihop_to_benchmark, questions_within
 from finreflect_eval.data._records import (
     CONFIGS,
     Benchmark,
@@ -49,8 +50,11 @@ __all__ = [
     "describe_slice",
     "evalbench_to_benchmark",
     "is_evalbench",
+    "is_multihop",
     "load_benchmark",
+    "multihop_to_benchmark",
     "push_dataset",
+    "questions_within",
     "resolve_dataset",
     "section_slug",
     "select_samples",

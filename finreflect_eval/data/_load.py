@@ -18,6 +18,7 @@ from finreflect_eval._util.errors import FinReflectError, first_invalid_field, f
 from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval._util.resources import sample_dir
 from finreflect_eval.data._evalbench import evalbench_to_benchmark, first_chunks, is_evalbench
+from finreflect_eval.data._multihop import is_multihop, multihop_to_benchmark
 from finreflect_eval.data._records import CONFIGS, RECORD_TYPES, Benchmark
 from finreflect_eval.data._slice import select_slice
 from finreflect_eval.records import SliceSpec
@@ -211,10 +212,14 @@ def _from_rows(
 ) -> Benchmark:
     """Rows of a Dataset, or of an IterableDataset when streaming."""
     columns = rows.column_names or list(next(iter(rows), {}))
+    if is_multihop(columns):  # questions with their KG paths: every row (a limit cuts spans)
+        benchmark = multihop_to_benchmark(rows, dataset=name, split=split, revision=revision)
+        return replace(benchmark, size=len(benchmark.spans))
     if not is_evalbench(columns):
         raise FinReflectError(
-            f"dataset '{name}' is neither our format (configs {', '.join(CONFIGS)}) nor "
-            f"FinReflectKG-EvalBench rows (columns found: {', '.join(columns)})"
+            f"dataset '{name}' is neither our format (configs {', '.join(CONFIGS)}), "
+            "FinReflectKG-EvalBench rows nor multi-hop QA rows (question, answer, hops; "
+            f"columns found: {', '.join(columns)})"
         )
     if limit is not None:
         rows = first_chunks(rows, limit)

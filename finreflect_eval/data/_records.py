@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CriterionName
 from finreflect_eval.protocol.schema import Triple
 from finreflect_eval.records import DatasetInfo, SliceSpec
+from finreflect_eval.records.downstream import Question
 
 CONFIGS = ("spans", "reference_triples", "judgments")
 
@@ -165,10 +166,13 @@ class Benchmark:
     fingerprint: str = ""
     size: int | None = None  # spans in the whole split (or slice), where known
     slice: SliceSpec | None = None  # the slice of the split these spans are
+    questions: list[Question] = field(default_factory=list)  # multi-hop QA data's questions
 
     def __post_init__(self) -> None:
         if not self.fingerprint:
-            self.fingerprint = fingerprint(self.spans, self.reference_triples, self.judgments)
+            self.fingerprint = fingerprint(
+                self.spans, self.reference_triples, self.judgments, self.questions
+            )
 
     def limited(self, limit: int | None) -> Benchmark:
         """The first `limit` spans (in dataset order) with their triples and judgments."""
@@ -192,6 +196,7 @@ class Benchmark:
             fingerprint=self.fingerprint,
             size=self.size,
             slice=self.slice,
+            questions=self.questions,
         )
 
     def info(self, limit: int | None = None, config: str | None = None) -> DatasetInfo:
@@ -215,11 +220,15 @@ class Benchmark:
 
 
 def fingerprint(
-    spans: list[Span], triples: list[ReferenceTriple], judgments: list[Judgment]
+    spans: list[Span],
+    triples: list[ReferenceTriple],
+    judgments: list[Judgment],
+    questions: list[Question] = (),
 ) -> str:
-    """A content hash of a split: the same records give the same fingerprint wherever loaded."""
+    """A content hash of a split: the same records give the same fingerprint wherever loaded
+    (questions only where there are some: other data's fingerprints stay as they were)."""
     digest = hashlib.sha256()
-    for records in (spans, triples, judgments):
+    for records in (spans, triples, judgments, *([questions] if questions else [])):
         for record in records:
             digest.update(json.dumps(record.model_dump(), sort_keys=True).encode("utf-8"))
             digest.update(b"\n")

@@ -1,5 +1,6 @@
 """The pipeline's stages as functions of typed values: `extract(config) -> Run`,
-`judge(run, panel) -> Run`, `score(run) -> Results`; `run` chains them.
+`judge(run, panel) -> Run`, `downstream(run, panel)` (the tasks with multi-hop questions),
+`score(run) -> Results`; `run` chains them.
 
 Extraction loads the data of each task and the candidate model once, runs every task's
 candidate steps over groups of spans (their records are saved as each group finishes; identical
@@ -24,6 +25,7 @@ from finreflect_eval.data import span_list
 from finreflect_eval.models import LM, ModelSpec, check_spec, load_model, probe_endpoint
 from finreflect_eval.models.replicas import start_ray_early
 from finreflect_eval.pipeline import judging
+from finreflect_eval.pipeline.downstream import run_downstream
 from finreflect_eval.pipeline.environment import seed_globals
 from finreflect_eval.pipeline.extraction import TaskRun
 from finreflect_eval.pipeline.manifest import build_manifest, loaded_model
@@ -229,6 +231,20 @@ def judge(
     return judging.judge(run, panel, cache_path=cache, tasks=tasks, skip_ungrounded=skip_ungrounded)
 
 
+def downstream(
+    run: Run,
+    panel: judging.Panel,
+    *,
+    cache: Path | None,
+    include_paths: list[Path] | None = None,
+    qa: str | None = None,
+) -> None:
+    """The downstream stage (`pipeline.downstream`) for the run's tasks that have one: their
+    questions measured against the run's graph, answered by the QA model (`qa`: in place of
+    the tasks' own) and scored with `panel`; nothing for a run without such tasks."""
+    run_downstream(run, panel, tasks_of_run(run, include_paths), cache_path=cache, qa_name=qa)
+
+
 def tasks_of_run(run: Run, include_paths: list[Path] | None = None) -> dict[str, Task]:
     """The saved run's tasks, by name, with the overrides it ran with."""
     index = TaskIndex(include_paths)
@@ -280,6 +296,7 @@ def score(
     )
     policy.check(span_facts, run.folder, panel)
     labels = run.store.human_labels(run.manifest)
+    downstream = run.store.downstream(run.manifest, panel)
     results = scoring.compute_results(
         run.manifest,
         panel,
@@ -289,6 +306,7 @@ def score(
         human_labels=labels,
         graphs=run.graphs,
         prices=prices,
+        downstream=downstream,
     )
     if policy.allow_failures and policy.problems(span_facts, panel):
         results.config.allow_failures = True
@@ -313,6 +331,9 @@ def evaluate(
             cache=config.cache,
             include_paths=config.include_paths,
             skip_ungrounded=config.skip_judging_ungrounded,
+        )
+        downstream(
+            judged, panel, cache=config.cache, include_paths=config.include_paths, qa=config.qa
         )
         return judged, score(judged, panel.panel, policy, config.bootstrap_iters, config.prices)
 

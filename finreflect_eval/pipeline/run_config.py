@@ -43,6 +43,7 @@ class RunConfig:
     bootstrap_iters: int = BOOTSTRAP_ITERS  # resamples behind every interval (0: none)
     skip_judging_ungrounded: bool = False  # the grounding cascade (pipeline.cascade)
     prices: Prices | None = None  # the price table of the results' cost block (None: no money)
+    qa: str | None = None  # the downstream tasks' QA model, in place of their own (a name, a file)
     # Task fields set for this run (lm-eval's --num_fewshot, --system_instruction).
     num_fewshot: int | None = None
     system_instruction: str | None = None

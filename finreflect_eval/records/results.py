@@ -22,6 +22,7 @@ from finreflect_eval.records.base import (
     SamplesName,
 )
 from finreflect_eval.records.cost import Prices, TaskCost
+from finreflect_eval.records.downstream import DownstreamScores
 from finreflect_eval.records.graph import GraphScores
 from finreflect_eval.records.manifest import (
     DatasetInfo,
@@ -395,6 +396,9 @@ class Results(FileRecord):
     """Per task and judged criterion, what the panel's votes are worth: its judges' error
     correlation, the effective number of judges, each judge alone against the others and,
     with people's labels, against them (absent in results written before it was computed)."""
+    downstream: dict[str, DownstreamScores] = {}
+    """Per downstream task (multi-hop QA over the graph its triples make), its measures;
+    absent where the run has none."""
     cost: dict[str, TaskCost] = {}
     """Per task, what its model calls used and, with a price table, cost (absent in results
     written before it was counted)."""
@@ -416,7 +420,7 @@ class Results(FileRecord):
         data = serialize(self)
         if not data.get("groups"):
             data.pop("groups", None)
-        for block in ("graph", "human", "cost", "judges_worth"):
+        for block in ("graph", "human", "cost", "judges_worth", "downstream"):
             if not data.get(block):
                 data.pop(block, None)
         return data

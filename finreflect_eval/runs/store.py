@@ -31,6 +31,7 @@ from finreflect_eval.records import (
     read_json,
     read_lines,
 )
+from finreflect_eval.records.downstream import DownstreamFile
 from finreflect_eval.runs.consistency import check_samples, check_spans
 from finreflect_eval.scoring.graph import task_graph
 from finreflect_eval.scoring.span_facts import SpanFacts
@@ -119,6 +120,28 @@ class RunStore:
             if path.exists():
                 labels[task] = read_lines(HumanLabel, path)
         return labels
+
+    def downstream_path(self, run: str, task: str, panel: str) -> Path:
+        """A downstream task's questions as measured and answered, scored with `panel`."""
+        return self.own(f"downstream_{task}_{run}_{panel}.json")
+
+    def write_downstream(self, manifest: Manifest, file: DownstreamFile) -> Path:
+        path = self.downstream_path(manifest.run, file.task, file.panel)
+        write_atomic(path, file.model_dump_json(indent=1))
+        return path
+
+    def downstream(self, manifest: Manifest, panel: str) -> dict[str, DownstreamFile]:
+        """Per task with one, its downstream file of `panel`."""
+        files = {}
+        for task in manifest.tasks:
+            path = self.downstream_path(manifest.run, task, panel)
+            if path.exists():
+                files[task] = read(DownstreamFile, path)
+                if files[task].task != task or files[task].panel != panel:
+                    raise FinReflectError(
+                        f"{path}: it holds task {files[task].task}, panel {files[task].panel}"
+                    )
+        return files
 
     def score_index(self, manifest: Manifest, task: str) -> tuple[Path, dict[str, Path]]:
         """The score index of a task's samples as they are on disk now: what scoring reads of

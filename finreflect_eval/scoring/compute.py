@@ -17,7 +17,9 @@ from dataclasses import dataclass
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.records import HumanLabel, Manifest, Prices, Results, SampleRecord
+from finreflect_eval.records.downstream import DownstreamFile
 from finreflect_eval.scoring.cost import cost_block
+from finreflect_eval.scoring.downstream import downstream_block
 from finreflect_eval.scoring.graph import graph_block
 from finreflect_eval.scoring.groups import group_rows
 from finreflect_eval.scoring.human import human_checks
@@ -118,12 +120,14 @@ def compute_results(
     human_labels: Mapping[str, Sequence[HumanLabel]] | None = None,
     graphs: Mapping[str, dict] | None = None,
     prices: Prices | None = None,
+    downstream: Mapping[str, DownstreamFile] | None = None,
 ) -> Results:
     """The results file of a judged run, for one panel (what it reads: see `score_tables`), one
     step per block; its intervals from `bootstrap_iters` resamples (0: none, as lm-eval). With
     people's labels (`review import`), the panel checked against them (`human`); `graphs`: each
     task's graph as the score index keeps it (`graph`; computed where not given); `prices`:
-    the price table the `cost` block's money comes from (None: no money)."""
+    the price table the `cost` block's money comes from (None: no money); `downstream`: the
+    downstream stage's files of this panel, by task (`downstream`)."""
     judged = score_judged(manifest, panel, span_facts, votes, bootstrap_iters)
     human = human_checks(
         manifest,
@@ -155,6 +159,12 @@ def compute_results(
             span_facts,
             votes,
             human_labels or {},
+            seed=bootstrap_seed(manifest),
+            iterations=bootstrap_iters,
+        ),
+        downstream=downstream_block(
+            span_facts,
+            downstream or {},
             seed=bootstrap_seed(manifest),
             iterations=bootstrap_iters,
         ),

@@ -1,7 +1,7 @@
 """Tasks as data: YAML files (with `include`), typed and validated, and their Jinja2 prompts.
 
 A task or group file is any `*.yaml` under a tasks folder, except `_*.yaml` (bases for
-`include`), `schema.yaml`, and the `judges/` and `prompts/` folders. Later folders
+`include`), `schema.yaml`, and the `judges/`, `prompts/` and `qa/` folders. Later folders
 (`--include-path`) override earlier ones by name, with a notice. A file that does not parse or
 validate is an error naming the file and the field; nothing is skipped silently.
 """
@@ -39,7 +39,7 @@ from finreflect_eval.records import MetricSpec, PlainName, SliceSpec
 
 logger = logging.getLogger(__name__)
 
-RESERVED = {"schema.yaml", "judges", "prompts"}
+RESERVED = {"schema.yaml", "judges", "prompts", "qa"}
 _PATH_FIELDS = ("schema",)
 
 
@@ -103,6 +103,18 @@ DEFAULT_METRICS = [
 TASK_OVERRIDES = ("num_fewshot", "system_instruction")
 
 
+class DownstreamSpec(BaseModel):
+    """A task's downstream QA track (`downstream`): its questions answered from the graph its
+    triples make (see docs/downstream.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    qa: str = "reference"
+    """The fixed QA model: a file of `tasks/qa/` by name, or a QA model YAML file."""
+    max_hops: int = Field(3, ge=1, le=3)
+    """Path connectivity: the question's start and end within this many edges."""
+
+
 class TaskConfig(BaseModel):
     """One extraction task (field names follow lm-eval where the meaning is the same)."""
 
@@ -136,6 +148,7 @@ class TaskConfig(BaseModel):
         default_factory=lambda: list(DEFAULT_METRICS), min_length=1
     )
     metadata: dict[str, Any] = Field(default_factory=lambda: {"version": 0})
+    downstream: DownstreamSpec | None = None
 
     def model_post_init(self, _context: Any) -> None:
         missing = [step for step in MODES[self.mode].prompts if step not in self.prompts]
@@ -242,6 +255,10 @@ class Task:
             config[key] = {step: record(path) for step, path in config[key].items()}
         if config["judges"].endswith((".yaml", ".yml")):  # a panel file, not a bundled name
             config["judges"] = record(config["judges"])
+        if config["downstream"] is None:  # added later: unset, recorded as before
+            del config["downstream"]
+        elif config["downstream"]["qa"].endswith((".yaml", ".yml")):  # a file, not a name
+            config["downstream"]["qa"] = record(config["downstream"]["qa"])
         config["files"] = dict(sorted(files.items()))
         return redact(config)
 
@@ -258,8 +275,11 @@ class Task:
         """Changes when the config, a prompt template or the schema file changes."""
         # File paths differ between installs; the files' contents are hashed below instead.
         config = self.config.model_dump(mode="json", by_alias=True)
-        if config["system_instruction"] is None:  # a field added later: unset, hashes as before
-            del config["system_instruction"]
+        for added in ("system_instruction", "downstream"):  # added later: unset, as before
+            if config[added] is None:
+                del config[added]
+        if "downstream" in config:
+            config["downstream"]["qa"] = Path(config["downstream"]["qa"]).name
         config["schema"] = Path(config["schema"]).name
         for key in ("prompts", "judge_prompts"):
             config[key] = {step: Path(p).name for step, p in config[key].items()}
@@ -401,6 +421,9 @@ def _load_with_includes(path: Path, seen: tuple[Path, ...] = ()) -> dict[str, An
                 raise FinReflectError(f"{path}: field '{key}.{step}': no such file {file}")
     if isinstance(raw.get("judges"), str) and raw["judges"].endswith(".yaml"):
         raw["judges"] = str((path.parent / raw["judges"]).resolve())
+    qa = raw.get("downstream", {}).get("qa") if isinstance(raw.get("downstream"), dict) else None
+    if isinstance(qa, str) and qa.endswith((".yaml", ".yml")):
+        raw["downstream"]["qa"] = str((path.parent / qa).resolve())
     bases = raw.pop("include", None)
     merged: dict[str, Any] = {}
     # One base, or a list merged in order (later bases override earlier ones).

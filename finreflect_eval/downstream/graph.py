@@ -1,0 +1,207 @@
+"""The deterministic measures of a question against a model's graph: its gold hops found in their
+chunks' triples (evidence-edge recall), its start and end connected (path connectivity), and
+the subgraph a QA model is shown. Entities are compared by `graph.normalise` keys, relations
+case- and separator-blind; no judge, no similarity."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+import pyarrow as pa
+
+from finreflect_eval.chunking import TokenCounter
+from finreflect_eval.graph.metrics import filing_graph
+from finreflect_eval.graph.normalise import entity_key, filer_aliases
+from finreflect_eval.graph.table import triple_table
+from finreflect_eval.records import SampleRecord
+from finreflect_eval.records.downstream import (
+    ContextTriple,
+    HopMatch,
+    PathFound,
+    Question,
+    QuestionRecord,
+)
+
+_SEPARATORS = re.compile(r"[\s_-]+")
+MIN_SEED_CHARS = 3  # a shorter key found in a question's words is too often a word of it
+
+
+def relation_key(relation: str | None) -> str:
+    """`Partners_With`, `partners with` and `PARTNERS-WITH` are one relation."""
+    return _SEPARATORS.sub("_", (relation or "").strip()).casefold()
+
+
+@dataclass
+class ModelGraph:
+    """A task's triples (a `graph.table` TripleTable) as one graph over all its filings, the
+    filer keyed by its ticker in its own filing (`graph.normalise`)."""
+
+    table: pa.Table
+
+    @classmethod
+    def of_records(cls, records: Iterable[SampleRecord]) -> ModelGraph:
+        rows = (
+            {
+                "task": record.task,
+                "span_id": record.span_id,
+                "filing": f"{record.ticker}_{record.doc.get('fiscal_year', '')}",
+                "ticker": record.ticker,
+                "company": record.doc.get("company"),
+                "triple_index": index,
+                **triple.model_dump(),
+            }
+            for record in records
+            for index, triple in enumerate(record.triples)
+        )
+        return cls(triple_table(rows))
+
+    @cached_property
+    def graph(self) -> nx.MultiDiGraph:
+        return filing_graph(self.table)
+
+    @cached_property
+    def undirected(self) -> nx.Graph:
+        return nx.Graph(self.graph.to_undirected(as_view=True))
+
+    @cached_property
+    def _companies(self) -> dict[str, str | None]:
+        spans = self.table.column("span_id").to_pylist()
+        return dict(zip(spans, self.table.column("company").to_pylist(), strict=True))
+
+    @cached_property
+    def _edges_by_span(self) -> dict[str, list[tuple[str, str, str]]]:
+        edges: dict[str, list[tuple[str, str, str]]] = {}
+        for u, v, data in self.graph.edges(data=True):
+            edges.setdefault(data["span_id"], []).append((u, relation_key(data["relation"]), v))
+        return edges
+
+    def aliases(self, ticker: str, span_id: str) -> dict[str, str]:
+        """The filer's names in the span's filing (`filer_aliases`)."""
+        return filer_aliases(ticker, self._companies.get(span_id))
+
+    def span_edges(self, span_id: str) -> list[tuple[str, str, str]]:
+        """The span's triples as (subject key, relation key, object key)."""
+        return self._edges_by_span.get(span_id, [])
+
+
+def evidence(question: Question, graph: ModelGraph) -> list[HopMatch]:
+    """Per gold hop: whether its chunk's triples hold it, with its relation (`edge`) and
+    whatever the relation (`entities`); head and tail in the hop's order."""
+    matches = []
+    for hop in question.hops:
+        aliases = graph.aliases(hop.ticker, hop.span_id)
+        head, tail = entity_key(hop.head, aliases), entity_key(hop.tail, aliases)
+        relations = [r for u, r, v in graph.span_edges(hop.span_id) if (u, v) == (head, tail)]
+        matches.append(
+            HopMatch(edge=relation_key(hop.relation) in relations, entities=bool(relations))
+        )
+    return matches
+
+
+def endpoints(question: Question, graph: ModelGraph) -> tuple[str, str]:
+    """The keys of the question's start and end, the filers of all its hops merged in."""
+    aliases: dict[str, str] = {}
+    for hop in question.hops:
+        aliases |= graph.aliases(hop.ticker, hop.span_id)
+    return entity_key(question.start, aliases), entity_key(question.end, aliases)
+
+
+def path(question: Question, graph: ModelGraph, max_hops: int) -> PathFound:
+    """The shortest path between the question's start and end, direction ignored, of at most
+    `max_hops` edges."""
+    start, end = endpoints(question, graph)
+    nodes = graph.undirected
+    if start not in nodes or end not in nodes:
+        return PathFound(connected=False, length=None, nodes=[])
+    try:
+        found = nx.shortest_path(nodes, start, end)
+    except nx.NetworkXNoPath:
+        return PathFound(connected=False, length=None, nodes=[])
+    if len(found) - 1 > max_hops:
+        return PathFound(connected=False, length=None, nodes=[])
+    return PathFound(connected=True, length=len(found) - 1, nodes=found)
+
+
+def seeds(question: Question, graph: ModelGraph) -> list[str]:
+    """Where retrieval starts: the question's start and end, and every entity of the graph
+    whose key is a run of whole words of the question's text (at least `MIN_SEED_CHARS`)."""
+    text = f" {entity_key(question.question)} "
+    found = [key for key in endpoints(question, graph) if key in graph.undirected]
+    found += sorted(
+        key
+        for key in graph.undirected
+        if len(key) >= MIN_SEED_CHARS and not key.isdigit() and f" {key} " in text
+    )
+    return list(dict.fromkeys(found))
+
+
+def subgraph(
+    question: Question,
+    graph: ModelGraph,
+    hops: int,
+    budget: int,
+    count_tokens: TokenCounter,
+) -> list[ContextTriple]:
+    """The triples among the entities within `hops` edges of the seeds (`seeds`), nearest
+    first (then in span and triple order), each written once, as many as fit in `budget`
+    tokens rendered."""
+    starts = seeds(question, graph)
+    distance: dict[str, int] = {}
+    for seed in starts:
+        reached = nx.single_source_shortest_path_length(graph.undirected, seed, cutoff=hops)
+        for node, steps in reached.items():
+            distance[node] = min(steps, distance.get(node, steps))
+    edges = []
+    for u, v, data in graph.graph.edges(data=True):
+        if u in distance and v in distance:
+            near, far = sorted((distance[u], distance[v]))
+            triple = ContextTriple(
+                subject=data["subject"],
+                relation=data["relation"] or "",
+                object=data["object"],
+                span_id=data["span_id"],
+            )
+            edges.append(((near, far, data["span_id"], data["triple_index"]), triple))
+    chosen: list[ContextTriple] = []
+    seen: set[str] = set()
+    used = 0
+    for _, triple in sorted(edges, key=lambda item: item[0]):
+        line = render_triple(triple)
+        if line in seen:
+            continue
+        cost = count_tokens(line + "\n")
+        if used + cost > budget:
+            break
+        seen.add(line)
+        used += cost
+        chosen.append(triple)
+    return chosen
+
+
+def render_triple(triple: ContextTriple | Mapping) -> str:
+    get = triple.get if isinstance(triple, Mapping) else triple.__getattribute__
+    return f"{get('subject')} -[{get('relation')}]-> {get('object')}"
+
+
+def measure(
+    question: Question,
+    task: str,
+    graph: ModelGraph,
+    max_hops: int,
+    qa: Any,
+    count_tokens: TokenCounter,
+) -> QuestionRecord:
+    """What the graph holds of the question, and the subgraph the QA model is shown (`qa`
+    needs `neighbourhood_hops` and `budget_tokens`)."""
+    return QuestionRecord(
+        task=task,
+        question=question,
+        evidence=evidence(question, graph),
+        path=path(question, graph, max_hops),
+        subgraph=subgraph(question, graph, qa.neighbourhood_hops, qa.budget_tokens, count_tokens),
+    )

@@ -1,0 +1,147 @@
+"""The results' `downstream` block: per downstream task, its questions' measures (evidence-edge
+recall, path connectivity, KG-QA scores per condition) averaged with filing-clustered
+intervals. The downstream file is input: what it says the graph holds is measured again from
+the samples' triples, and every answer's score from its votes or numbers; a file that does not
+follow from them is refused in one line."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval.chunking import token_counter
+from finreflect_eval.downstream.graph import ModelGraph, measure
+from finreflect_eval.downstream.qa import number_score, panel_score
+from finreflect_eval.records import Usage
+from finreflect_eval.records.downstream import (
+    CONDITIONS,
+    Answer,
+    DownstreamFile,
+    DownstreamScores,
+    Measure,
+    QuestionRecord,
+)
+from finreflect_eval.scoring.graph import triple_table
+from finreflect_eval.scoring.span_facts import SpanFacts
+from finreflect_eval.stats import uncertainty
+from finreflect_eval.stats.averages import pct
+
+
+def downstream_block(
+    span_facts: Mapping[str, SpanFacts],
+    files: Mapping[str, DownstreamFile],
+    *,
+    seed: int,
+    iterations: int,
+) -> dict[str, DownstreamScores]:
+    """Per task with a downstream file, its scores (each file checked first: `check_file`)."""
+    block = {}
+    for task, file in files.items():
+        if task not in span_facts:
+            raise FinReflectError(f"downstream file of task {task}: the run has no such task")
+        check_file(file, ModelGraph(triple_table(task, span_facts[task])))
+        block[task] = scores_of(file, seed=seed, iterations=iterations)
+    return block
+
+
+def check_file(file: DownstreamFile, graph: ModelGraph) -> None:
+    """Refuse a downstream file whose measures or answer scores do not follow from the
+    samples' triples and its own votes."""
+    count_tokens = token_counter()
+    where = f"downstream file of task {file.task}"
+    seen: set[str] = set()
+    for record in file.questions:
+        question = record.question
+        if question.question_id in seen:
+            raise FinReflectError(f"{where}: question {question.question_id} is there twice")
+        seen.add(question.question_id)
+        again = measure(question, file.task, graph, file.max_hops, file.qa, count_tokens)
+        for part in ("evidence", "path", "subgraph"):
+            if getattr(again, part) != getattr(record, part):
+                raise FinReflectError(
+                    f"{where}, question {question.question_id}: its {part} does not follow "
+                    "from the samples' triples"
+                )
+        for condition, answer in record.answers.items():
+            if answer.score != answer_score(record, answer):
+                raise FinReflectError(
+                    f"{where}, question {question.question_id}, {condition}: its score "
+                    f"{answer.score} does not follow from its "
+                    + ("votes" if answer.method == "judges" else "numbers")
+                )
+
+
+def answer_score(record: QuestionRecord, answer: Answer) -> float | None:
+    if answer.answer is None:
+        return None
+    if answer.method == "judges":
+        return panel_score(answer.votes)
+    return number_score(record.question.answer, answer.answer)[2]
+
+
+def scores_of(file: DownstreamFile, *, seed: int, iterations: int) -> DownstreamScores:
+    records = file.questions
+    filings, units = uncertainty.units_of([r.question.filing for r in records])
+
+    def mean(values: Sequence[float | None]) -> Measure:
+        return clustered_mean(units, len(filings), values, seed=seed, iterations=iterations)
+
+    qa = {}
+    for condition in CONDITIONS:
+        answers = [r.answers.get(condition) for r in records]
+        if any(answers):
+            qa[condition] = mean([_tenths(a) for a in answers])
+    return DownstreamScores(
+        questions=len(records),
+        filings=len(filings),
+        max_hops=file.max_hops,
+        evidence_recall=mean([_share([h.edge for h in r.evidence]) for r in records]),
+        evidence_recall_entities=mean([_share([h.entities for h in r.evidence]) for r in records]),
+        path_connected=mean([float(r.path.connected) for r in records]),
+        qa=qa,
+        qa_settings=file.qa,
+        qa_usage=_total(a.usage for r in records for a in r.answers.values()),
+        judge_usage=_total(a.judge_usage for r in records for a in r.answers.values()),
+    )
+
+
+def clustered_mean(
+    units: np.ndarray,
+    n_units: int,
+    values: Sequence[float | None],
+    *,
+    seed: int,
+    iterations: int,
+) -> Measure:
+    """The mean of the defined values (0-1) as a percent, with its studentized interval
+    resampling filings (`uncertainty.studentized_interval`)."""
+    defined = np.array([v is not None for v in values], dtype=bool)
+    numbers = np.array([0.0 if v is None else float(v) for v in values])
+    sums = uncertainty.unit_sums(units[defined], numbers[defined], n_units)[:, None]
+    counts = np.bincount(units[defined], minlength=n_units).astype(float)[:, None]
+    resampling = uncertainty.Resampling(n_units, seed, iterations)
+    estimate, ci, stderr = uncertainty.studentized_interval(sums, counts, resampling)
+    if ci is not None:
+        ci = [max(0.0, pct(ci[0])), min(100.0, pct(ci[1]))]
+    return Measure(value=pct(estimate), ci=ci, stderr=pct(stderr), n=int(defined.sum()))
+
+
+def _tenths(answer: Answer | None) -> float | None:
+    return None if answer is None or answer.score is None else answer.score / 10
+
+
+def _share(flags: Sequence[bool]) -> float:
+    return sum(flags) / len(flags)
+
+
+def _total(usages) -> Usage:
+    total = Usage()
+    for usage in usages:
+        for name in ("calls", "cache_hits", "cache_hit_tokens", "prompt_tokens"):
+            setattr(total, name, getattr(total, name) + getattr(usage, name))
+        total.completion_tokens += usage.completion_tokens
+        total.reasoning_tokens += usage.reasoning_tokens
+        total.seconds = round((total.seconds or 0.0) + (usage.seconds or 0.0), 6)
+    return total
