@@ -136,6 +136,7 @@ FILES = (
     ("Results", "results_<run>_<panel>.json"),
     ("ReviewItem", "review_<task>_<run>_<panel>.jsonl, one line per item"),
     ("ReviewSpan", "review_spans_<task>_<run>_<panel>.jsonl, one line per span"),
+    ("DownstreamFile", "downstream_<task>_<run>_<panel>.json"),
     ("JudgeAudit", "judge_audit_<date>.json"),
     ("Submission", "leaderboard/submissions/<org__model>/<run>.json"),
 )

@@ -77,6 +77,7 @@ def tasks_list(args: argparse.Namespace) -> None:
 
 def tasks_validate(args: argparse.Namespace) -> None:
     from finreflect_eval.data import SAMPLE, load_benchmark
+    from finreflect_eval.downstream.qa import validate_qa
     from finreflect_eval.tasks.config import TaskIndex, validate_task
 
     names = args.tasks or []
@@ -88,6 +89,7 @@ def tasks_validate(args: argparse.Namespace) -> None:
     fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
     for task in tasks:
         validate_task(task, span, fewshot)
+        validate_qa(task)
         print(f"ok  {task.name}  ({task.path})")
     print(f"{len(tasks)} task(s) valid, {len(index.groups)} group(s)")
 

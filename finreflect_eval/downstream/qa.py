@@ -20,7 +20,7 @@ from finreflect_eval._util.errors import FinReflectError, first_invalid_field
 from finreflect_eval._util.redaction import redact
 from finreflect_eval._util.resources import load_yaml, tasks_dir
 from finreflect_eval.downstream.graph import render_triple
-from finreflect_eval.models import GenerationRequest, ModelSpec
+from finreflect_eval.models import GenerationRequest, ModelSpec, check_spec
 from finreflect_eval.records.downstream import (
     Condition,
     ContextTriple,
@@ -140,6 +140,35 @@ def load_qa(name_or_path: str | Path) -> QAConfig:
         raise FinReflectError(f"{path}: {first_invalid_field(exc)}") from None
     config._source = path
     return config
+
+
+def validate_qa(task: Any) -> QAConfig | None:
+    """A downstream task's QA model, checked as `tasks validate` and `run --check` do: the file
+    loads, its model args pass `check_spec`, both templates render. Errors name the task file
+    and the field; None for a task without a downstream section."""
+    if task.config.downstream is None:
+        return None
+    where = f"{task.path}: field 'downstream.qa'"
+    try:
+        qa = load_qa(task.config.downstream.qa)
+        check_spec(qa.model_spec)
+        for which in ("prompt", "judge_prompt"):
+            system, user = qa.render(
+                which,
+                question="Q?",
+                gold_answer="A.",
+                answer="A.",
+                triples=["a -[r]-> b"],
+                chunks=["Text."],
+            )
+            if not system or "Q?" not in user:
+                raise FinReflectError(
+                    f"QA {which} template: it must render a non-empty system() part and put the "
+                    "question in user()"
+                )
+    except FinReflectError as exc:
+        raise FinReflectError(f"{where}: {exc}") from None
+    return qa
 
 
 def contexts(

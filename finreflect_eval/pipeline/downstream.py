@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from finreflect_eval._util.errors import FinReflectError
-from finreflect_eval.chunking import token_counter
+from finreflect_eval.chunking import TokenCounter, token_counter
 from finreflect_eval.data import load_benchmark, questions_within
 from finreflect_eval.downstream import graph as measures
 from finreflect_eval.downstream.qa import (
+    QAConfig,
     answer_request,
     contexts,
     judge_request,
@@ -28,9 +29,11 @@ from finreflect_eval.models import GenerationResult, load_model
 from finreflect_eval.pipeline.judging import Panel, run_judges
 from finreflect_eval.records import Usage
 from finreflect_eval.records.downstream import (
+    CONDITIONS,
     Answer,
     DownstreamFile,
     Question,
+    QuestionRecord,
 )
 from finreflect_eval.runs.store import Run
 from finreflect_eval.tasks.config import Task
@@ -63,7 +66,8 @@ def run_downstream(
 ) -> dict[str, DownstreamFile]:
     """Measure, answer and score every downstream task's questions; write and return the
     files. `panel` scores the qualitative answers; `tasks`: the run's tasks by name;
-    `qa_name`: a QA model in place of the tasks' own."""
+    `qa_name`: a QA model in place of the tasks' own. A question the panel's file already
+    holds, measured and answered alike, is kept as it is (a rerun asks nothing)."""
     chosen = {n: t for n, t in tasks.items() if n in run.manifest.tasks and t.config.downstream}
     if not chosen:
         return {}
@@ -74,28 +78,67 @@ def run_downstream(
         )
     qa = load_qa(names.pop())
     count_tokens = token_counter()
-    files: dict[str, DownstreamFile] = {}
-    chunks: dict[str, str] = {}
-    for name, task in chosen.items():
-        graph = measures.ModelGraph.of_records(run.records[name])
-        chunks |= {record.span_id: record.text for record in run.records[name]}
-        spec = task.config.downstream
-        files[name] = DownstreamFile(
-            task=name,
-            panel=panel.panel,
-            qa=qa.settings(),
-            max_hops=spec.max_hops,
-            questions=[
-                measures.measure(q, name, graph, spec.max_hops, qa, count_tokens)
-                for q in questions_of(run, name)
-            ],
-        )
-    asked = [
-        (record, condition, context)
-        for file in files.values()
-        for record in file.questions
-        for condition, context in contexts(record.question, record.subgraph, chunks).items()
-    ]
+    files = {name: measured(run, name, task, panel.panel, qa) for name, task in chosen.items()}
+    done = run.store.downstream(run.manifest, panel.panel)
+    chunks = {r.span_id: r.text for name in files for r in run.records[name]}
+    asked = []
+    for name, file in files.items():
+        kept = _answered(done.get(name), file)
+        for record in file.questions:
+            if record.question.question_id in kept:
+                record.answers = kept[record.question.question_id]
+                continue
+            for condition, context in contexts(record.question, record.subgraph, chunks).items():
+                asked.append((record, condition, context))
+    if asked:
+        _answer(asked, qa, panel, cache_path, count_tokens)
+    for file in files.values():
+        run.store.write_downstream(run.manifest, file)
+    return files
+
+
+def measured(run: Run, name: str, task: Task, panel: str, qa: QAConfig) -> DownstreamFile:
+    """The task's questions measured against the run's graph, not yet answered."""
+    graph = measures.ModelGraph.of_records(run.records[name])
+    spec = task.config.downstream
+    count_tokens = token_counter()
+    return DownstreamFile(
+        task=name,
+        panel=panel,
+        qa=qa.settings(),
+        max_hops=spec.max_hops,
+        questions=[
+            measures.measure(q, name, graph, spec.max_hops, qa, count_tokens)
+            for q in questions_of(run, name)
+        ],
+    )
+
+
+def _answered(previous: DownstreamFile | None, file: DownstreamFile) -> dict[str, dict]:
+    """The answers of `previous` (the file a run wrote before) still good for `file`: same QA
+    settings and k, the question measured the same, every condition answered."""
+    if previous is None or (previous.qa, previous.max_hops) != (file.qa, file.max_hops):
+        return {}
+    now = {record.question.question_id: record for record in file.questions}
+    kept = {}
+    for record in previous.questions:
+        same = now.get(record.question.question_id)
+        if same is not None and record.answers.keys() == set(CONDITIONS):
+            parts = ("question", "evidence", "path", "subgraph")
+            if all(getattr(record, p) == getattr(same, p) for p in parts):
+                kept[record.question.question_id] = record.answers
+    return kept
+
+
+def _answer(
+    asked: list[tuple[QuestionRecord, str, dict]],
+    qa: QAConfig,
+    panel: Panel,
+    cache_path: Path | None,
+    count_tokens: TokenCounter,
+) -> None:
+    """The QA model's answers to `asked` (record, condition, context), then the panel's
+    scores of those the judges score; set in each record's `answers`."""
     with load_model(qa.model_spec, cache_path=cache_path) as lm:
         answers = lm.generate(
             [answer_request(qa, record.question, context) for record, _, context in asked],
@@ -123,9 +166,6 @@ def run_downstream(
         record.answers[condition] = scored_answer(
             record.question, result, votes, count_tokens(context_text(context))
         ).model_copy(update={"judge_usage": usage_of(calls)})
-    for file in files.values():
-        run.store.write_downstream(run.manifest, file)
-    return files
 
 
 def needs_judges(question: Question) -> bool:

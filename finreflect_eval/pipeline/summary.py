@@ -15,6 +15,7 @@ from finreflect_eval.protocol.criteria import (
 )
 from finreflect_eval.records import Results
 from finreflect_eval.records.cost import Usage, UsageRate, figure_text
+from finreflect_eval.records.downstream import CONDITIONS, Measure
 from finreflect_eval.runs.store import Run
 from finreflect_eval.stats.agreement import ALPHA_GATE
 
@@ -106,8 +107,34 @@ def results_table(results: Results) -> str:
         + graph_lines(results)
         + human_table(results)
         + worth_table(results)
+        + downstream_table(results)
         + cost_table(results)
     )
+
+
+def downstream_table(results: Results) -> str:
+    """Per downstream task (`downstream`): its questions' evidence recall, path connectivity
+    and KG-QA score per condition, each with its filing interval."""
+    rows = [
+        [
+            task,
+            block.questions,
+            _measure(block.evidence_recall),
+            _measure(block.evidence_recall_entities),
+            _measure(block.path_connected),
+            *(_measure(block.qa.get(c)) for c in CONDITIONS),
+        ]
+        for task, block in results.downstream.items()
+    ]
+    if not rows:
+        return ""
+    header = ["downstream", "questions", "evidence recall", "(entities)", "path ≤ k"]
+    header += [f"QA: {c.replace('_', ' ')}" for c in CONDITIONS]
+    return "\n" + markdown_table(header, rows)
+
+
+def _measure(measure: Measure | None) -> str:
+    return "—" if measure is None else _with_ci(measure.value, measure.ci)
 
 
 def cost_table(results: Results) -> str:

@@ -18,6 +18,7 @@ from finreflect_eval.data import (
     load_benchmark,
     resolve_dataset,
 )
+from finreflect_eval.downstream.qa import validate_qa
 from finreflect_eval.models import ModelSpec, get_backend
 from finreflect_eval.pipeline.evaluator import tasks_of_run
 from finreflect_eval.pipeline.judging import JudgeSpec, Panel
@@ -115,6 +116,7 @@ def _tasks(config: RunConfig, unmet: list[str]) -> list[Task]:
         fewshot = [{"span": s, "triples": dev.reference_triples} for s in dev.spans]
         for task in tasks:
             validate_task(task, span, fewshot)
+            validate_qa(task)
     except FinReflectError as exc:
         unmet.append(f"tasks: {exc}")
         return []

@@ -6,8 +6,9 @@ A run folder (`OUTPUT_PATH/<model>/`) holds a `Manifest` (`manifest_<run>.json`)
 `Results` (`results_<run>_<panel>.json`) and the review queues (`ReviewItem` lines in
 `review_<task>_<run>_<panel>.jsonl`, each flagged span's text once in `ReviewSpan` lines of
 `review_spans_<task>_<run>_<panel>.jsonl`, and a CSV). `review import` writes people's labels
-(`HumanLabel` lines of `human_labels_<task>_<run>.jsonl`); `audit-judges` writes a
-`JudgeAudit`; a leaderboard entry is a `Submission`.
+(`HumanLabel` lines of `human_labels_<task>_<run>.jsonl`); the downstream stage writes a
+`DownstreamFile` per task and panel (`downstream_<task>_<run>_<panel>.json`); `audit-judges`
+writes a `JudgeAudit`; a leaderboard entry is a `Submission`.
 
 Every file (every line of a JSONL file) carries `format_version`; a file of another version is a
 one-line error (`finreflect-eval upgrade` converts runs written before versions existed).
@@ -26,6 +27,12 @@ from finreflect_eval.records.base import (
     SamplesName,
 )
 from finreflect_eval.records.cost import ModelPrice, Prices, TaskCost, Usage
+from finreflect_eval.records.downstream import (
+    DownstreamFile,
+    DownstreamScores,
+    Question,
+    QuestionRecord,
+)
 from finreflect_eval.records.entry_audit import (
     AuditCalibration,
     AuditedEntry,
@@ -98,6 +105,8 @@ __all__ = [
     "CoderAgreement",
     "CriterionDetail",
     "DatasetInfo",
+    "DownstreamFile",
+    "DownstreamScores",
     "EntryAudit",
     "Environment",
     "Failures",
@@ -126,6 +135,8 @@ __all__ = [
     "PlainName",
     "Prices",
     "ProbeSpan",
+    "Question",
+    "QuestionRecord",
     "Record",
     "ReplicaInfo",
     "Results",

@@ -71,7 +71,12 @@ def _rank(text: str) -> float:
 
 
 def _gold_hops(user: str) -> list[dict]:
-    """The gold hop triples of the chunk an extraction prompt shows, each once."""
+    """The gold hop triples of the chunk an extraction prompt shows, each once; a relation
+    outside the schema (MultiHop's `Guarantees`, `Capitalizes`) as `Related_To`, as a model
+    held to the schema would write it."""
+    from finreflect_eval.protocol.schema import load_schema
+
+    schema = load_schema()
     found = {}
     for question in questions():
         for hop in question["hops"]:
@@ -79,7 +84,7 @@ def _gold_hops(user: str) -> list[dict]:
                 triple = {
                     "subject": hop["head"],
                     "subject_type": hop["head_type"],
-                    "relation": hop["relationship"],
+                    "relation": schema.canonical_relation(hop["relationship"]) or "Related_To",
                     "object": hop["tail"],
                     "object_type": hop["tail_type"],
                 }
@@ -97,9 +102,7 @@ def extracts_share(share: float):
             return json.dumps({"feedback": []})
         user = request.messages[-1]["content"]
         gold = _gold_hops(user) or _sample_triples(user)
-        triples = [
-            t if _rank(json.dumps(t, sort_keys=True)) < share else _wrong(t) for t in gold
-        ]
+        triples = [t if _rank(json.dumps(t, sort_keys=True)) < share else _wrong(t) for t in gold]
         most = request.schema["properties"]["triples"].get("maxItems", 40)
         return json.dumps({"triples": triples[:most]})
 

@@ -32,8 +32,10 @@ def test_bundled_tasks_and_group():
     index = TaskIndex()
     modes = ("single_pass", "multi_pass", "reflection")
     assert set(index.tasks) == {
-        f"finreflect_{kind}{mode}" for kind in ("", "smoke_", "full_") for mode in modes
-    }
+        f"finreflect_{kind}{mode}"
+        for kind in ("", "smoke_", "full_", "multihop_")
+        for mode in modes
+    } | {"finreflect_multihop_smoke_single_pass"}
     assert [t.name for t in index.resolve(["finreflect"])] == [
         "finreflect_single_pass",
         "finreflect_multi_pass",
@@ -55,6 +57,12 @@ def test_bundled_tasks_and_group():
     smoke = index.tasks["finreflect_smoke_reflection"].config
     assert smoke.max_iterations == 1 and smoke.min_triples == 1 and smoke.judges == "demo"
     assert smoke.prompts == reflection.prompts and smoke.mode == "reflection"
+    # the downstream tasks: the main task's prompts and mode, no judged criterion, a QA model
+    multihop = index.tasks["finreflect_multihop_reflection"].config
+    assert multihop.prompts == reflection.prompts and multihop.criteria == []
+    assert (multihop.downstream.qa, multihop.downstream.max_hops) == ("reference", 3)
+    assert multihop.dataset_path == "domyn/FinMultiHopQA"
+    assert reflection.downstream is None
 
 
 def test_cli_lists_and_validates(cli):
@@ -65,7 +73,7 @@ def test_cli_lists_and_validates(cli):
     assert "| finreflect | group:" in listed.stdout
     validated = cli("tasks", "validate")
     assert validated.returncode == 0, validated.stderr
-    assert "9 task(s) valid, 3 group(s)" in validated.stdout
+    assert "13 task(s) valid, 4 group(s)" in validated.stdout
 
 
 def test_include_path_adds_and_overrides_with_a_notice(tmp_path, caplog):
