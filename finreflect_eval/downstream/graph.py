@@ -6,7 +6,7 @@ case- and separator-blind; no judge, no similarity."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -29,6 +29,7 @@ from finreflect_eval.records.downstream import (
 
 _SEPARATORS = re.compile(r"[\s_-]+")
 MIN_SEED_CHARS = 3  # a shorter key found in a question's words is too often a word of it
+MAX_SEED_WORDS = 12  # longer than any entity CheckRules passes (5 words), with room
 
 
 def relation_key(relation: str | None) -> str:
@@ -65,8 +66,24 @@ class ModelGraph:
         return filing_graph(self.table)
 
     @cached_property
-    def undirected(self) -> nx.Graph:
-        return nx.Graph(self.graph.to_undirected(as_view=True))
+    def incident(self) -> dict[str, list[tuple[str, int, dict]]]:
+        """Each entity's triples, either way round: (the other entity, the edge's key, its
+        data), built once (networkx's views cost more than the walks they serve)."""
+        found: dict[str, list[tuple[str, int, dict]]] = {node: [] for node in self.graph}
+        for u, v, key, data in self.graph.edges(keys=True, data=True):
+            found[u].append((v, key, data))
+            if v != u:
+                found[v].append((u, key, data))
+        return found
+
+    @cached_property
+    def neighbours(self) -> dict[str, tuple[str, ...]]:
+        """Each entity's neighbours, direction ignored, sorted (paths are found the same
+        whatever order the triples came in)."""
+        return {
+            node: tuple(sorted({other for other, _, _ in edges}))
+            for node, edges in self.incident.items()
+        }
 
     @cached_property
     def _companies(self) -> dict[str, str | None]:
@@ -113,30 +130,63 @@ def endpoints(question: Question, graph: ModelGraph) -> tuple[str, str]:
 
 def path(question: Question, graph: ModelGraph, max_hops: int) -> PathFound:
     """The shortest path between the question's start and end, direction ignored, of at most
-    `max_hops` edges."""
+    `max_hops` edges (breadth-first from both ends; of equal paths, the first in key order)."""
     start, end = endpoints(question, graph)
-    nodes = graph.undirected
-    if start not in nodes or end not in nodes:
-        return PathFound(connected=False, length=None, nodes=[])
-    try:
-        found = nx.shortest_path(nodes, start, end)
-    except nx.NetworkXNoPath:
-        return PathFound(connected=False, length=None, nodes=[])
-    if len(found) - 1 > max_hops:
+    found = shortest_path(graph.neighbours, start, end, max_hops)
+    if found is None:
         return PathFound(connected=False, length=None, nodes=[])
     return PathFound(connected=True, length=len(found) - 1, nodes=found)
 
 
+def shortest_path(
+    neighbours: Mapping[str, Sequence[str]], start: str, end: str, max_hops: int
+) -> list[str] | None:
+    """A shortest path of at most `max_hops` edges, or None: each step grows the smaller of
+    the two searches (a hub's neighbourhood is searched only when it must be)."""
+    if start not in neighbours or end not in neighbours:
+        return None
+    if start == end:
+        return [start]
+    parents: tuple[dict[str, str | None], dict[str, str | None]] = ({start: None}, {end: None})
+    fronts = ([start], [end])
+    for _ in range(max_hops):
+        side = 0 if len(fronts[0]) <= len(fronts[1]) else 1
+        grown = []
+        for node in fronts[side]:
+            for nearby in neighbours[node]:
+                if nearby in parents[side]:
+                    continue
+                parents[side][nearby] = node
+                if nearby in parents[1 - side]:
+                    return _joined(parents, nearby)
+                grown.append(nearby)
+        if not grown:
+            return None
+        fronts = (grown, fronts[1]) if side == 0 else (fronts[0], grown)
+    return None
+
+
+def _joined(parents: tuple[dict, dict], meeting: str) -> list[str]:
+    way = [meeting]
+    while parents[0][way[0]] is not None:
+        way.insert(0, parents[0][way[0]])
+    while parents[1][way[-1]] is not None:
+        way.append(parents[1][way[-1]])
+    return way
+
+
 def seeds(question: Question, graph: ModelGraph) -> list[str]:
     """Where retrieval starts: the question's start and end, and every entity of the graph
-    whose key is a run of whole words of the question's text (at least `MIN_SEED_CHARS`)."""
-    text = f" {entity_key(question.question)} "
-    found = [key for key in endpoints(question, graph) if key in graph.undirected]
-    found += sorted(
-        key
-        for key in graph.undirected
-        if len(key) >= MIN_SEED_CHARS and not key.isdigit() and f" {key} " in text
-    )
+    whose key is a run of whole words of the question's text (at least `MIN_SEED_CHARS`, at
+    most `MAX_SEED_WORDS` words), in the order the question names them."""
+    nodes = graph.neighbours
+    found = [key for key in endpoints(question, graph) if key in nodes]
+    words = entity_key(question.question).split()
+    for first in range(len(words)):
+        for last in range(first + 1, min(len(words), first + MAX_SEED_WORDS) + 1):
+            key = " ".join(words[first:last])
+            if len(key) >= MIN_SEED_CHARS and not key.isdigit() and key in nodes:
+                found.append(key)
     return list(dict.fromkeys(found))
 
 
@@ -147,39 +197,43 @@ def subgraph(
     budget: int,
     count_tokens: TokenCounter,
 ) -> list[ContextTriple]:
-    """The triples among the entities within `hops` edges of the seeds (`seeds`), nearest
-    first (then in span and triple order), each written once, as many as fit in `budget`
-    tokens rendered."""
-    starts = seeds(question, graph)
-    distance: dict[str, int] = {}
-    for seed in starts:
-        reached = nx.single_source_shortest_path_length(graph.undirected, seed, cutoff=hops)
-        for node, steps in reached.items():
-            distance[node] = min(steps, distance.get(node, steps))
-    edges = []
-    for u, v, data in graph.graph.edges(data=True):
-        if u in distance and v in distance:
-            near, far = sorted((distance[u], distance[v]))
+    """The triples among the entities within `hops` edges of the seeds (`seeds`; direction
+    ignored), nearest first (by the farther entity's distance, then the nearer's, then in span
+    and triple order), each written once, as many as fit in `budget` tokens rendered. It walks
+    out one distance at a time and stops when the budget is full: a filer with thousands of
+    triples costs its own edges, not its neighbourhood's."""
+    reached = dict.fromkeys(seeds(question, graph), 0)
+    layer = list(reached)
+    chosen: list[ContextTriple] = []
+    lines: set[str] = set()
+    used = 0
+    for depth in range(hops + 1):
+        if depth:
+            layer = [n for u in layer for n in graph.neighbours[u] if n not in reached]
+            layer = list(dict.fromkeys(layer))
+            reached |= dict.fromkeys(layer, depth)
+        found = {}
+        for node in layer:
+            for other, key, data in graph.incident[node]:
+                if other in reached:
+                    near = min(reached[node], reached[other])
+                    found[key] = ((near, data["span_id"], data["triple_index"]), data)
+        for _, data in sorted(found.values(), key=lambda item: item[0]):
             triple = ContextTriple(
                 subject=data["subject"],
                 relation=data["relation"] or "",
                 object=data["object"],
                 span_id=data["span_id"],
             )
-            edges.append(((near, far, data["span_id"], data["triple_index"]), triple))
-    chosen: list[ContextTriple] = []
-    seen: set[str] = set()
-    used = 0
-    for _, triple in sorted(edges, key=lambda item: item[0]):
-        line = render_triple(triple)
-        if line in seen:
-            continue
-        cost = count_tokens(line + "\n")
-        if used + cost > budget:
-            break
-        seen.add(line)
-        used += cost
-        chosen.append(triple)
+            line = render_triple(triple)
+            if line in lines:
+                continue
+            cost = count_tokens(line + "\n")
+            if used + cost > budget:
+                return chosen
+            lines.add(line)
+            used += cost
+            chosen.append(triple)
     return chosen
 
 
