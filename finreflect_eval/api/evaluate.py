@@ -22,6 +22,7 @@ from finreflect_eval.pipeline.evaluator import (
     check_judging,
     choose_panel,
     default_cache,
+    downstream,
     evaluate,
     judge,
     score,
@@ -178,6 +179,7 @@ def simple_evaluate(
     allow_failures: bool = False,
     skip_judging_ungrounded: bool = False,
     prices: str | Path | Mapping[str, Any] | Prices | None = None,
+    qa: str | Path | None = None,
     show_progress: bool = False,
 ) -> dict[str, Any]:
     """extract → judge → score, as `finreflect-eval run` does, called as lm-eval 0.4.13's
@@ -247,6 +249,7 @@ def simple_evaluate(
             bootstrap_iters=bootstrap_iters,
             skip_judging_ungrounded=skip_judging_ungrounded,
             prices=prices,
+            qa=qa,
         )
         panel = _panel(judges, config.tasks, config.include_paths)
         with progress_bars(show_progress):
@@ -267,12 +270,14 @@ def evaluate_run(
     bootstrap_iters: int = BOOTSTRAP_ITERS,
     skip_judging_ungrounded: bool = False,
     prices: str | Path | Mapping[str, Any] | Prices | None = None,
+    qa: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Judge and score a saved run (`finreflect-eval judge`, then `score`): `samples` a run
+    """Judge and score a saved run (`finreflect-eval judge`, `downstream` for tasks that have
+    it, then `score`): `samples` a run
     folder or manifest (or every shard's folder); `judges` as for `simple_evaluate`, or None to
     score the votes already there (the newest panel's). `use_cache`: True (the extraction's
-    cache), False or None (no cache), or a cache file. `skip_judging_ungrounded` and `prices`:
-    as for `run_config`. Returns the results file's content, as
+    cache), False or None (no cache), or a cache file. `skip_judging_ungrounded`, `prices` and
+    `qa`: as for `run_config`. Returns the results file's content, as
     written to the run folder (its `samples`: the files' names; their records are in the
     folder). Prints nothing, and checks its arguments, as `simple_evaluate` does."""
     check_arguments(locals())  # first: the parameters are all the locals there are
@@ -298,6 +303,8 @@ def evaluate_run(
             )
             if not allow_failures:
                 check_judging(run, panel.panel)
+            qa_name = None if qa is None else os.fspath(qa)
+            downstream(run, panel, cache=cache, include_paths=include_paths, qa=qa_name)
             name = panel.panel
         return _as_dict(score(run, name, policy, bootstrap_iters, price_table))
 

@@ -8,7 +8,7 @@ import difflib
 from collections.abc import Sequence
 
 from finreflect_eval._util.version import __version__
-from finreflect_eval.cli import graph, review, subcommands
+from finreflect_eval.cli import graph, review, subcommands, validity
 from finreflect_eval.cli.lm_eval_forms import (
     INSTEAD,
     environment_level,
@@ -48,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_graph(commands)
     subcommands.add_audit_judges(commands)
     subcommands.add_leaderboard(commands)
+    validity.add_validity(commands)
     subcommands.add_dataset(commands)
     return parser
 

@@ -7,7 +7,9 @@ stored as `<leaderboard>/submissions/<org__model>/<run-id>.json`. Its results' `
 (the graph its triples make: fragmentation, contradictions, grounding; columns beside the
 scores, never in Overall) is recomputed too, and shown where results scored before there was
 one lack it. Its `cost` block (what its model calls used, priced with the table the results
-name; per 1,000 triples, columns beside the scores, never in Overall) is recomputed too.
+name; per 1,000 triples, columns beside the scores, never in Overall) is recomputed too, and
+its `downstream` block (multi-hop QA over its graph, for a run that also ran a downstream task)
+from the downstream files it carries.
 `submit` accepts one only when it is a complete run (no --limit, no shard) of a task on a
 dataset listed in `datasets.json` (an official one at any commit the run names),
 every score recomputed from its samples equals the submitted score, and it is not a duplicate;
@@ -19,15 +21,17 @@ ranked on the pinned data version unless its audit failed), `community` (anythin
 entry's report (`view` of the stored entry, under `reports/`, linked from its row); `check`
 tells which of them are stale. Modules by job: `registry` (`datasets.json`, data versions and
 the maintainer's pin), `verify` (with `sample_checks`: the samples' spans and votes, and the
-people's labels a submission carries), `entries` (storage), `ranking` (paired comparisons, rank
-ranges, ties, ranking stability), `rows`, `render` (with `templates/`). Who cast an entry's
-votes: `provenance` (an official entry's judges ran as the bundled panel pins them; else it is a
-community entry, saying which field differed) and the seeded re-judging audit (`rejudging`: the
-draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s files, verified whenever
-the board is built).
+people's labels a submission carries; `task_checks`: its tasks, and its downstream files),
+`entries` (storage), `ranking` (paired comparisons, rank ranges, ties, ranking stability),
+`rows`, `validity` (the main scores against the downstream measures: Spearman's ρ over the
+entries, `finreflect-eval validity` and the page's section), `render` (with `templates/`). Who
+cast an entry's votes: `provenance` (an official entry's judges ran as the bundled panel pins
+them; else it is a community entry, saying which field differed) and the seeded re-judging
+audit (`rejudging`: the draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s
+files, verified whenever the board is built).
 
-May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`, `tasks`,
-`data`, `records`, `stats`, `protocol`, `_util`).
+May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`,
+`downstream`, `tasks`, `data`, `records`, `stats`, `protocol`, `_util`).
 """
 
 from dataclasses import dataclass

@@ -47,6 +47,7 @@ from finreflect_eval.leaderboard.rows import (
     rows_of,
     standing,
 )
+from finreflect_eval.leaderboard.validity import LABELS, Validity, validity
 from finreflect_eval.review.queue import spreadsheet_safe
 from finreflect_eval.runs.store import write_atomic
 from finreflect_eval.stats.agreement import ALPHA_GATE
@@ -88,7 +89,7 @@ def _files(leaderboard: Path, entries: list[RunEntry]) -> dict[str, str]:
     judges = judge_rows(load_entries(leaderboard, "audits"))
     published = [row.row() for row in load_published(leaderboard)]
     return {
-        "index.html": render_html(rows, judges, published),
+        "index.html": render_html(rows, judges, published, validity(entries)),
         "leaderboard.json": json.dumps(rows, indent=2, ensure_ascii=False) + "\n",
         "leaderboard.csv": _csv(rows),
         "judges.json": json.dumps(judges, indent=2, ensure_ascii=False) + "\n",
@@ -243,10 +244,12 @@ def render_html(
     rows: list[dict[str, Any]],
     judges: list[dict[str, Any]],
     published: list[dict[str, Any]],
+    checked: Validity | None = None,
 ) -> str:
     """The page, from `templates/index.html.jinja` with autoescaping (every value from a
-    submission is escaped), with the published reference figures apart; the CSS and JS files
-    are inlined, so the page needs no network."""
+    submission is escaped), with the published reference figures apart and, where an entry has
+    a downstream block, the validity section (`checked`: the main scores against the downstream
+    measures); the CSS and JS files are inlined, so the page needs no network."""
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         autoescape=True,
@@ -265,6 +268,8 @@ def render_html(
         letters=LETTERS,
         plots=[_plot(rows, criterion, letter) for criterion, letter in LETTERS.items()],
         judges=judges,
+        validity=checked if checked is not None and checked.models else None,
+        validity_labels=LABELS,
         judge_columns=judge_columns,
         judge_labels={key: _judge_column(key) for key in judge_columns},
         style=(TEMPLATES / "style.css").read_text(encoding="utf-8"),

@@ -10,6 +10,7 @@ from typing import Any
 from finreflect_eval.leaderboard import ranking
 from finreflect_eval.leaderboard.entries import AuditEntry, RunEntry
 from finreflect_eval.leaderboard.ranking import Contender, Standing
+from finreflect_eval.leaderboard.validity import downstream_columns
 from finreflect_eval.pipeline.audit import PANEL_ROW
 from finreflect_eval.protocol.criteria import COMPREHENSIVENESS_LEVELS, CRITERIA, level_shares
 from finreflect_eval.protocol.modes import MODE_NAMES
@@ -63,24 +64,28 @@ def rows_of(entries: list[RunEntry]) -> list[dict[str, Any]]:
     (`data_version.*`: dataset id, commit, fingerprint, slice, and whether it is the pinned
     version), and its audit by people where the submission carried their labels (`human*`:
     `_human`; None, never 0, without), the graph its triples make (`graph*`: `_graph`) and
-    what its model calls used (`cost*`: `_cost`).
+    what its model calls used (`cost*`: `_cost`), and its downstream measures (`downstream_*`:
+    `validity.downstream_columns`, each averaged over its downstream tasks; None without).
+    A downstream task (multi-hop QA over its graph) is no mode's: its scores are its own.
     Official rows on the pinned data version get a `rank`, unless their re-judging audit failed
     (on a version no pin names, or another one, they are shown, compared, never ranked);
     community and smoke rows are compared, never ranked."""
     rows, contenders = [], []
     for entry in entries:
         results = entry.shown.results  # (with the graph block recomputed where it had none)
-        by_mode = {results.details[task].mode: task for task in results.tasks}
+        # (A downstream task runs a mode too: the main task of that mode is the mode's.)
+        main = [task for task in results.tasks if task not in results.downstream]
+        by_mode = {results.details[task].mode: task for task in main}
         # An entry whose audit failed is compared apart: it takes no place among the ranked.
         failed = entry.audit is not None and entry.audit["state"] == "failed"
         contenders.append(
             Contender.of(entry.run_id, ranking.AUDIT_FAILED if failed else entry.section, results)
         )
         row = _entry_row(entry, contenders[-1]) | _mode_scores(results, by_mode)
-        row |= _agreement(results, by_mode) | _output_means(results)
+        row |= _agreement(results, by_mode) | _output_means(results, main)
         row |= _human(entry.submission, by_mode) | _graph(results, by_mode)
         row |= _worth(results, by_mode)
-        rows.append(row | _cost(results, by_mode))
+        rows.append(row | _cost(results, by_mode) | downstream_columns(results))
     standing = ranking.standings(contenders)
     _place(rows, standing)
     return _board_order(rows, standing)
@@ -361,10 +366,10 @@ def _cost(results: Results, by_mode: dict[str, str]) -> dict[str, Any]:
     return columns
 
 
-def _output_means(results: Results) -> dict[str, float | None]:
-    """`triples_per_span` and `check_rules`, averaged over the run's tasks."""
+def _output_means(results: Results, tasks: list[str]) -> dict[str, float | None]:
+    """`triples_per_span` and `check_rules`, averaged over the run's main tasks."""
     return {
-        name: mean_of([results.results[task].get(f"{name},none") for task in results.tasks])
+        name: mean_of([results.results[task].get(f"{name},none") for task in tasks])
         for name in ("triples_per_span", "check_rules")
     }
 

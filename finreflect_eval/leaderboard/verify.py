@@ -1,7 +1,8 @@
 """Verifying what is submitted: a run's results (recomputed from its votes, and their `human`
 block from its people's labels) or a judge audit (its report recomputed from its verdicts).
 Whatever is wrong with a run is one refusal that lists every reason found, each saying what to
-do. What the samples and labels must hold first: `sample_checks`."""
+do. What the samples and labels must hold first: `sample_checks`; the run's tasks and downstream
+files: `task_checks`."""
 
 from __future__ import annotations
 
@@ -29,6 +30,11 @@ from finreflect_eval.leaderboard.sample_checks import (
     span_problems,
     vote_problems,
 )
+from finreflect_eval.leaderboard.task_checks import (
+    downstream_problems,
+    downstream_tasks,
+    task_problems,
+)
 from finreflect_eval.pipeline.audit import compute_report
 from finreflect_eval.pipeline.judging import available_panels, load_panel
 from finreflect_eval.protocol.criteria import CRITERIA
@@ -49,7 +55,7 @@ from finreflect_eval.runs.store import load_run, newest
 from finreflect_eval.scoring.compute import compute_results, score_tables
 from finreflect_eval.scoring.failures import FailurePolicy
 from finreflect_eval.stats.uncertainty import BOOTSTRAP_ITERS
-from finreflect_eval.tasks.config import TASK_OVERRIDES, TaskIndex
+from finreflect_eval.tasks.config import TaskIndex
 
 T = TypeVar("T")
 Section = Literal["official", "community", "smoke"]
@@ -62,8 +68,8 @@ MAX_SUBMISSION_BYTES = 64 * 2**20
 
 def bundle_run(path: Path) -> Submission | JudgeAudit:
     """What to submit: a results file or run folder (its newest results) as a submission
-    bundle (with the run's people's labels, where it has any), or a judge audit file, or a
-    bundle as it is."""
+    bundle (with the run's people's labels and its panel's downstream files, where it has
+    any), or a judge audit file, or a bundle as it is."""
     path = Path(path)
     if path.is_dir():
         if not any(path.glob("results_*.json")):
@@ -86,9 +92,17 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     manifest = run.manifest.model_copy(update={"cache": None})
     config = results.config.model_copy(update={"use_cache": None})
     results = results.model_copy(update={"config": config})
-    # People's labels (`review import`), from which scoring made the results' `human` block.
+    # People's labels (`review import`), from which scoring made the results' `human` block,
+    # and the downstream files of its panel, from which it made the `downstream` block.
     labels = run.store.human_labels(run.manifest)
-    return Submission(results=results, manifest=manifest, samples=samples, human_labels=labels)
+    downstream = run.store.downstream(run.manifest, results.judges.panel)
+    return Submission(
+        results=results,
+        manifest=manifest,
+        samples=samples,
+        human_labels=labels,
+        downstream=downstream,
+    )
 
 
 def unscored(folder: Path) -> str:
@@ -164,13 +178,18 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     secrets = _secret_problems(results, manifest)
     reasons = _model_name_problems(results.config.model_name) + secrets
     reasons += _run_problems(results, manifest)
-    reasons += _task_problems(results, manifest)
+    index = TaskIndex()
+    reasons += task_problems(results, manifest, index)
+    # A downstream task's spans are its questions' chunks, of its own data: the dataset and
+    # span checks are the main tasks'; its file's measures are recomputed from its samples.
+    downstream = downstream_tasks(results.tasks, index)
+    main = [task for task in results.tasks if task not in downstream]
     registered = None
     try:
         registered = match_dataset(dataset, with_sample(registered_datasets(leaderboard)))
     except FinReflectError as exc:
         reasons.append(str(exc))
-    outside = sorted(set(results.tasks) - set(registered.tasks)) if registered else []
+    outside = sorted(set(main) - set(registered.tasks)) if registered else []
     if outside:
         reasons.append(
             f"task '{outside[0]}' is not a task of dataset '{registered.name}' on this "
@@ -189,6 +208,8 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     for judge in judges:
         reasons += _printable_problems(judge.model, "judge model")
         reasons += _printable_problems(judge.name, "judge name")
+    downstream_refused = downstream_problems(submission, index, [judge.name for judge in judges])
+    reasons += downstream_refused
     config = results.config
     if config.prices is not None:  # shown on the page beside the money
         reasons += _printable_problems(config.prices.currency, "price table currency")
@@ -200,8 +221,11 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
         )
     chosen = dataset.limit is not None or config.sections or config.samples is not None
     if not chosen:  # a run on chosen spans covers too few: said above
-        reasons += span_problems(records, dataset, registered, others)
-    problems, recomputed = _recomputed(submission, [judge.name for judge in judges], bool(secrets))
+        main_records = {task: rows for task, rows in records.items() if task in main}
+        reasons += span_problems(main_records, dataset, registered, others)
+    problems, recomputed = _recomputed(
+        submission, [judge.name for judge in judges], bool(secrets), bool(downstream_refused)
+    )
     reasons += problems
     if reasons or registered is None:
         raise Refusal(reasons)
@@ -220,12 +244,13 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
 
 
 def _recomputed(
-    submission: Submission, judges: list[str], secrets: bool
+    submission: Submission, judges: list[str], secrets: bool, downstream_refused: bool = False
 ) -> tuple[list[str], Results | None]:
     """The samples hold together (derived fields, votes), the people's labels are of them, and
-    every number of the results follows from them: recomputed from the votes, and the `human`
-    block from the labels (see `verify`; where the labels are refused, all but that block).
-    Returns what is wrong, and the results recomputed (None where nothing could be)."""
+    every number of the results follows from them: recomputed from the votes, the `human`
+    block from the labels and the `downstream` block from the downstream files (see `verify`;
+    where the labels or the files are refused, all but that block). Returns what is wrong, and
+    the results recomputed (None where nothing could be)."""
     results, manifest, records = submission.results, submission.manifest, submission.samples
     panel = results.judges.panel
     derived = derived_problems(records)
@@ -242,31 +267,59 @@ def _recomputed(
     failed = FailurePolicy().problems(span_facts, panel)
     if failed:
         return reasons + [f"{line}; rerun the same command to retry them" for line in failed], None
-    # Every number must follow from the submitted samples (and people's labels).
+    # Every number must follow from the submitted samples (and people's labels, and the
+    # downstream files: their measures again from the samples' triples).
     iters, prices = results.config.bootstrap_iters, results.config.prices
     labels = {} if reasons else submission.human_labels
-    try:
-        recomputed = compute_results(
-            manifest, panel, span_facts, votes, iters, human_labels=labels, prices=prices
+    # (Downstream files refused already are not scored again: the reason is given.)
+    files = {} if downstream_refused else submission.downstream
+
+    def again(labels: dict, files: dict) -> Results:
+        return compute_results(
+            manifest,
+            panel,
+            span_facts,
+            votes,
+            iters,
+            human_labels=labels,
+            prices=prices,
+            downstream=files,
         )
-    except FinReflectError as exc:  # a label scoring refuses (of an item nobody voted on)
-        reasons.append(str(exc))
-        recomputed = compute_results(manifest, panel, span_facts, votes, iters, prices=prices)
-    difference = _difference(results, recomputed, with_human=not reasons)
+
+    with_downstream = not downstream_refused
+    try:
+        recomputed = again(labels, files)
+    except FinReflectError as exc:  # a label scoring refuses, or a downstream file that does
+        reasons.append(str(exc))  # not follow from the samples: recomputed without that part
+        try:
+            recomputed = again({}, files)
+        except FinReflectError as downstream:  # (a downstream file it was, or is too)
+            reasons += [str(downstream)] if str(downstream) != str(exc) else []
+            with_downstream = False
+            recomputed = again({}, {})
+    difference = _difference(
+        results, recomputed, with_human=not reasons, with_downstream=with_downstream
+    )
     return reasons + ([difference] if difference else []), recomputed
 
 
-def _difference(results: Results, recomputed: Results, *, with_human: bool) -> str | None:
+def _difference(
+    results: Results, recomputed: Results, *, with_human: bool, with_downstream: bool = True
+) -> str | None:
     """The first value of the submitted results that differs from the recomputed ones (but for
-    what people's labels give where they were refused: that is said already). Results without a
-    `graph`, `cost` or `judges_worth` block (scored before there was one) are compared without
-    it: it is recomputed, and the entry shows the recomputed block (`Verdict.graph`); a block
-    submitted is compared number for number like any other."""
+    what people's labels give where they were refused, and the `downstream` block where its
+    files were: that is said already). Results without a `graph`, `cost` or `judges_worth`
+    block (scored before there was one) are compared without it: it is recomputed, and the
+    entry shows the recomputed block (`Verdict.graph`); a block submitted is compared number
+    for number like any other."""
     submitted = results.model_dump(mode="json", by_alias=True)
     again = recomputed.model_dump(mode="json", by_alias=True)
     for block in ("graph", "cost", "judges_worth"):  # scored before the block existed
         if block not in submitted:
             again.pop(block, None)
+    if not with_downstream:
+        for side in (submitted, again):
+            side.pop("downstream", None)
     if not with_human:  # (the labels' part of `judges_worth` too)
         for side in (submitted, again):
             side.pop("human", None)
@@ -281,6 +334,11 @@ def _difference(results: Results, recomputed: Results, *, with_human: bool) -> s
         difference += (
             "; the human block follows from the submitted human labels: submit the run folder "
             "as `finreflect-eval score` left it after `review import`"
+        )
+    elif difference and difference.startswith("downstream"):
+        difference += (
+            "; the downstream block follows from the submitted downstream files: submit the run "
+            "folder as `finreflect-eval score` left it"
         )
     return difference
 
@@ -382,46 +440,6 @@ def _printable_problems(text: str, what: str) -> list[str]:
     if len(text) > 200 or any(unicodedata.category(char) in ("Cc", "Cf") for char in text):
         return [f"{what} {text[:40]!r} is over 200 characters or holds control characters"]
     return []
-
-
-def _task_problems(results: Results, manifest: Manifest) -> list[str]:
-    """Each task is this leaderboard's, as it is now: its version, its settings, and its
-    config hash (the manifest's: the results' `task_hashes` are lm-eval's, of the samples)."""
-    problems = []
-    index = TaskIndex()
-    for task in results.tasks:
-        known = index.tasks.get(task)
-        if known is None:
-            problems.append(f"task '{task}' is not a task of this leaderboard")
-            continue
-        version = results.versions.get(task)
-        if known.config.version != version:
-            problems.append(
-                f"task '{task}' version {version} is not the current {known.config.version}; "
-                "rerun with this version of finreflect-eval"
-            )
-        config = results.configs.get(task, {})
-        for field in TASK_OVERRIDES:  # set for the run by a flag (--num_fewshot, ...)
-            if config.get(field) != getattr(known.config, field):
-                problems.append(
-                    f"task '{task}' ran with {field}={config.get(field)!r}, not the task's "
-                    f"{getattr(known.config, field)!r}: a changed task is not this "
-                    "leaderboard's; rerun without the flag"
-                )
-        generation = known.config.generation_kwargs.model_dump()
-        if config.get("generation_kwargs") != generation:  # --gen_kwargs, --seed
-            problems.append(
-                f"task '{task}' ran with generation_kwargs {config.get('generation_kwargs')}, "
-                f"not the task's {generation}: a changed task is not this leaderboard's; rerun "
-                "without --gen_kwargs and --seed"
-            )
-        ran = manifest.tasks[task].hash if task in manifest.tasks else None
-        if ran != known.hash:
-            problems.append(
-                f"task '{task}' hash {ran} differs from this leaderboard's {known.hash} (its "
-                "prompts, schema or settings changed); rerun with this version's tasks"
-            )
-    return problems
 
 
 def is_official(panel: str, members: list[dict[str, Any]]) -> bool:

@@ -16,6 +16,7 @@ from finreflect_eval.records.base import (
     Record,
     RunId,
 )
+from finreflect_eval.records.downstream import DownstreamFile
 from finreflect_eval.records.human import HumanLabel
 from finreflect_eval.records.manifest import (
     DatasetInfo,
@@ -74,8 +75,8 @@ class JudgeAudit(FileRecord):
 
 class Submission(FileRecord):
     """A leaderboard entry: a run's results with the manifest and samples they follow from
-    (prompts left out; every number is recomputed from the votes), and the people's labels
-    its `human` block follows from."""
+    (prompts left out; every number is recomputed from the votes), the people's labels its
+    `human` block follows from, and the downstream files its `downstream` block follows from."""
 
     results: Results
     manifest: Manifest
@@ -84,12 +85,17 @@ class Submission(FileRecord):
     """Per task, the run's people's labels (`human_labels_<task>_<run>.jsonl`), from which the
     results' `human` block is recomputed; absent where the run has none (a submission written
     before labels existed has none either)."""
+    downstream: dict[str, DownstreamFile] = {}
+    """Per downstream task, the run's downstream file of the results' panel
+    (`downstream_<task>_<run>_<panel>.json`), from which the results' `downstream` block is
+    recomputed; absent where the run has none."""
 
     @model_serializer(mode="wrap")
-    def _without_empty_labels(self, serialize: Any) -> dict[str, Any]:
-        # No `human_labels` key without labels: a stored entry's file (and the digest in its
-        # name) is the same as before the field existed.
+    def _without_empty_blocks(self, serialize: Any) -> dict[str, Any]:
+        # No `human_labels` or `downstream` key without them: a stored entry's file (and the
+        # digest in its name) is the same as before the fields existed.
         data = serialize(self)
-        if not data.get("human_labels"):
-            data.pop("human_labels", None)
+        for field in ("human_labels", "downstream"):
+            if not data.get(field):
+                data.pop(field, None)
         return data

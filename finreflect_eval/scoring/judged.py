@@ -62,14 +62,22 @@ def score_judged(
     """The panel's scores of every task's judged criteria, with their intervals (from
     `bootstrap_iters` resamples; 0: none)."""
     judges = [member.name for member in manifest.judging[panel].judges]
-    every_span: dict[str, str] = {}  # the span ids of all tasks, each once, in order: filing
-    for facts in span_facts.values():
+    # The span ids of the judged tasks, each once, in order: filing. A task the panel judges on
+    # nothing (a downstream task) brings no filing: one without a judged item would count as
+    # a unit of the intervals and lend them degrees of freedom they do not have.
+    judged = [t for t in span_facts if _judged_criteria(manifest.tasks[t])]
+    every_span: dict[str, str] = {}
+    for task in judged:
+        facts = span_facts[task]
         spans = zip(facts.python_values("span_id"), facts.python_values("filing"), strict=True)
         every_span.update(spans)
     filing_ids, span_filings = uncertainty.units_of(list(every_span.values()))
     position = {span_id: row for row, span_id in enumerate(every_span)}
     criteria = {}
     for task, facts in span_facts.items():
+        if task not in judged:
+            criteria[task] = {}
+            continue
         filings = span_filings[[position[span_id] for span_id in facts.python_values("span_id")]]
         criteria[task] = _score_task(
             manifest.tasks[task], facts, votes[task], judges, filings, len(filing_ids)
@@ -84,6 +92,10 @@ def score_judged(
         iterations=bootstrap_iters,
     )
     return JudgedScores(judges, criteria, columns, filing_ids, bootstrap)
+
+
+def _judged_criteria(info: TaskManifest) -> list[str]:
+    return [m.metric for m in info.metric_list if m.metric not in EXTRACTION_METRICS]
 
 
 def _score_task(

@@ -158,14 +158,30 @@ def write_graphs(
     return filings
 
 
-class _Filing:
-    """What a filing's drawing is made of: per entity key its surface forms (with their
-    occurrences) and types; per distinct normalised triple, its triples."""
+class GraphParts:
+    """What a drawing is made of (a filing's graph, or a question's path or subgraph): per
+    entity key its surface forms (with their occurrences) and types; per distinct normalised
+    triple, its triples."""
 
     def __init__(self) -> None:
         self.forms: dict[str, Counter[str]] = defaultdict(Counter)
         self.types: dict[str, set[str]] = defaultdict(set)
         self.edges: Counter[tuple[str, str, str]] = Counter()
+
+    def add(
+        self,
+        subject: tuple[str, str, str | None],
+        relation: str,
+        obj: tuple[str, str, str | None],
+    ) -> tuple[str, str, str]:
+        """A triple, each entity as (key, surface form, type); returns its edge."""
+        for key, surface, kind in (subject, obj):
+            self.forms[key][surface] += 1
+            if kind:
+                self.types[key].add(kind)
+        edge = (subject[0], relation, obj[0])
+        self.edges[edge] += 1
+        return edge
 
 
 _ROW = (  # the columns `_filings` reads, in its order
@@ -180,40 +196,48 @@ _ROW = (  # the columns `_filings` reads, in its order
 )
 
 
-def _filings(table: pa.Table) -> dict[str, _Filing]:
+def _filings(table: pa.Table) -> dict[str, GraphParts]:
     """The table's triples per filing, keyed as `graph.metrics` keys them."""
     if table.num_rows == 0:
         return {}
     keyed = keyed_triples(table).to_pydict()
-    filings: dict[str, _Filing] = defaultdict(_Filing)
+    filings: dict[str, GraphParts] = defaultdict(GraphParts)
     for row in zip(*(keyed[name] for name in _ROW), strict=True):
         filing, subject, subject_type, subject_key, relation, obj, object_type, object_key = row
-        found = filings[filing]
-        for key, surface, kind in (
-            (subject_key, subject, subject_type),
-            (object_key, obj, object_type),
-        ):
-            found.forms[key][surface] += 1
-            if kind:
-                found.types[key].add(kind)
-        found.edges[(subject_key, relation, object_key)] += 1
+        filings[filing].add(
+            (subject_key, subject, subject_type), relation, (object_key, obj, object_type)
+        )
     return filings
 
 
 def filing_drawing(
-    name: str, filing: _Filing, opposite: Iterable[tuple[str, str]]
+    name: str,
+    filing: GraphParts,
+    opposite: Iterable[tuple[str, str]],
+    marked: Mapping[tuple[str, str, str], int] | None = None,
 ) -> dict[str, Any]:
-    """A filing's drawing (see the module's docstring), JSON-ready."""
+    """A filing's drawing (see the module's docstring), JSON-ready. With `marked` (an edge's
+    kind, a small number the page styles: the downstream tab's gold hops), each link has its
+    kind last (0: unmarked), and marked edges and their entities are shown first."""
     opposite = list(opposite)
     contradicting, contradictions = _contradictions(filing, opposite)
+    marks = marked or {}
     degree: Counter[str] = Counter()
     for subject, _, obj in filing.edges:
         degree[subject] += 1
         degree[obj] += 1
-    shown = sorted(filing.forms, key=lambda key: (-degree[key], key))[:MAX_ENTITIES]
+    kept = {key for edge, kind in marks.items() if kind for key in (edge[0], edge[2])}
+    shown = sorted(filing.forms, key=lambda key: (key not in kept, -degree[key], key))
+    shown = shown[:MAX_ENTITIES]
     place = {key: number for number, key in enumerate(shown)}
     among = [edge for edge in filing.edges if edge[0] in place and edge[2] in place]
-    among.sort(key=lambda edge: (edge not in contradicting, -filing.edges[edge], edge))
+    among.sort(
+        key=lambda edge: (
+            edge not in contradicting and not marks.get(edge),
+            -filing.edges[edge],
+            edge,
+        )
+    )
     edges = among[:MAX_EDGES]
     positions = _layout(len(shown), [(place[s], place[o]) for s, _, o in edges])
     fragmented = sorted(key for key, forms in filing.forms.items() if len(forms) > 1)
@@ -243,6 +267,7 @@ def filing_drawing(
                 relation,
                 int((s, relation, o) in contradicting),
                 filing.edges[(s, relation, o)],
+                *([marks.get((s, relation, o), 0)] if marked is not None else []),
             ]
             for s, relation, o in edges
         ],
@@ -257,7 +282,7 @@ def filing_drawing(
 
 
 def _contradictions(
-    filing: _Filing, opposite: list[tuple[str, str]]
+    filing: GraphParts, opposite: list[tuple[str, str]]
 ) -> tuple[set[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
     """The edges that contradict another, and each contradiction (subject key, relation, its
     opposite, object key) once per opposite pair, as `graph.metrics` counts them."""

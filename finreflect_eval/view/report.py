@@ -10,14 +10,16 @@
     data/<task>/<n>.js    the spans themselves, a page of at most SPANS_PER_PAGE spans (and
                           about PAGE_BYTES) each: text, triples, every judge's votes
     data/<task>/graph-<run>-<n>.js  a filing's graph as the Graph tab draws it (`graph`)
+    data/<task>/questions-<run>-<n>.js  a page of a downstream task's questions, with their
+                          drawings, as the Downstream tab shows them (`downstream`)
     README.md             a Hugging Face static Space's card (the folder is the Space)
     .finreflect-report    the record of the files above (MARKER): a rerun replaces those and
                           keeps whatever else is in the folder (the user's files, written into
                           an existing folder such as `.`)
 
 Data files are scripts that call a global (`FRV.index(...)`, `FRV.page(...)`,
-`FRV.graph(...)`): a page opened from disk cannot fetch() files beside it, but it can load
-scripts, and so can a static host.
+`FRV.graph(...)`, `FRV.questions(...)`): a page opened from disk cannot fetch() files beside
+it, but it can load scripts, and so can a static host.
 The page loads the index and the spans on the screen only, and renders one screen of spans at a
 time. Every text from the run reaches the page as data and is set with `textContent` (HTML by
 Jinja's autoescape): span text holding `<script>` shows as text.
@@ -53,6 +55,7 @@ from finreflect_eval.stats.agreement import ALPHA_GATE
 from finreflect_eval.stats.metrics import code_label, vote_code
 from finreflect_eval.view.cost import COLUMNS as COST_COLUMNS
 from finreflect_eval.view.cost import cost_contexts
+from finreflect_eval.view.downstream import task_downstreams
 from finreflect_eval.view.graph import TripleCollector, task_graphs
 from finreflect_eval.view.people import labels_by_doc
 from finreflect_eval.view.scores import (
@@ -77,6 +80,7 @@ SCRIPTS = (
     "report-filters.js",  # the state in the URL, the filter form, which spans pass it
     "report-spans.js",  # a span: its text, triples, verdicts and every judge's vote
     "report-graph.js",  # the Graph tab: a filing's graph, drawn from data/<task>/graph-*.js
+    "report-downstream.js",  # the Downstream tab: questions from data/<task>/questions-*.js
     "report-main.js",  # the tabs, the span browser's screen, the wiring; starts the page
 )
 MARKER = ".finreflect-report"  # in a folder this command wrote: the files it wrote there
@@ -146,7 +150,8 @@ def write_report(
             shown = task_graphs(staging / "data" / task, task, runs, collectors)
             for number, context in enumerate(shown):
                 graphs[number] += [context] if context else []
-        _write_page(staging, runs, summary_tasks, graphs)
+        downstreams = task_downstreams(staging / "data", runs, tasks)
+        _write_page(staging, runs, summary_tasks, graphs, downstreams)
         files = list(files_under(staging))
         write_record(staging, MARKER, f"finreflect-eval {__version__} view", files)
         if existed:
@@ -294,6 +299,7 @@ def _write_page(
     runs: Sequence[ViewRun],
     tasks: list[dict[str, Any]],
     graphs: list[list[dict[str, Any]]],
+    downstreams: list[list[dict[str, Any]]],
 ) -> None:
     summary = {
         "version": __version__,
@@ -335,6 +341,8 @@ def _write_page(
         runs=[run_context(run, tasks) for run in runs],
         graphs=graphs,
         has_graph=any(graphs),
+        downstreams=downstreams,
+        has_downstream=any(downstreams),
         costs=costs,
         has_cost=any(shown["block"] for run in costs for shown in run),
         cost_columns=COST_COLUMNS,

@@ -1,6 +1,7 @@
 """What a report is made of: a scored run's manifest, one panel's results, its samples read a
 span at a time (a run folder's samples can be gigabytes; only what the report shows is kept),
-and people's labels of its items where it has any (`review import`)."""
+people's labels of its items where it has any (`review import`), and the panel's downstream
+files where the run has any (multi-hop questions answered from its graph)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord, Submission, read
+from finreflect_eval.records.downstream import DownstreamFile
 from finreflect_eval.records.reading import parse
 from finreflect_eval.runs.consistency import check_results, check_samples, check_spans
 from finreflect_eval.runs.store import RunStore, newest, not_a_link
@@ -29,6 +31,9 @@ class ViewRun:
     """The folder or file it came from (in messages)."""
     human_labels: dict[str, list[HumanLabel]] = field(default_factory=dict)
     """Per task with any, people's labels of its items (`review import`)."""
+    downstream: dict[str, DownstreamFile] = field(default_factory=dict)
+    """Per downstream task with one, the panel's downstream file, as it is (scoring checked
+    it against the samples)."""
 
     @property
     def panel(self) -> str:
@@ -67,6 +72,7 @@ class ViewRun:
             lambda task: check_samples(where, task, samples.get(task, [])),
             where,
             submission.human_labels,
+            dict(submission.downstream),
         )
 
 
@@ -137,7 +143,10 @@ def open_run(path: Path | str, panel: str | PanelFile | None = None) -> ViewRun:
         check_spans(manifest, path, task, doc_ids, span_ids)
         check_results(results_path, results, manifest, {task: len(doc_ids)})
 
-    return ViewRun(manifest, results, records, str(folder), store.human_labels(manifest))
+    downstream = store.downstream(manifest, panel)
+    return ViewRun(
+        manifest, results, records, str(folder), store.human_labels(manifest), downstream
+    )
 
 
 def _scored_beside(folder: Path, model: str) -> Path | None:

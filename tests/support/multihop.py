@@ -124,7 +124,9 @@ def _sample_triples(user: str) -> list[dict]:
     return [t.triple.model_dump() for t in sample.triples_by_span()[span.span_id]]
 
 
-SHARES = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+# (The sample questions' gold hops all rank above 0.36: 0% and 20% extract none of them, and
+# 50% lies between 40% and 60% in both its hops and the sample's reference triples.)
+SHARES = (0.0, 0.2, 0.4, 0.5, 0.6, 0.8, 1.0)
 for _share in SHARES:
     globals()[f"extracts_share_{int(_share * 100)}"] = extracts_share(_share)
 

@@ -46,6 +46,7 @@
     var views = ["scores", "spans", "review", "settings"];
     if (document.getElementById("graph")) views.push("graph"); // a run with triples
     if (document.getElementById("cost")) views.push("cost"); // results with a cost block
+    if (document.getElementById("downstream")) views.push("downstream"); // downstream files
     state.view = views.indexOf(view) >= 0 ? view : "scores";
     KEYS.forEach(function (key) {
       state[key] = query.get(key) || "";

@@ -6,7 +6,10 @@
  * get a dashed ring, contradicting edges (opposite relations) are dashed and marked ≠; the
  * legend is in the page, and the filing's fragmented entities and contradictions are listed in
  * words below. The drawing takes the figure's width in CSS pixels, so its text stays readable
- * on a phone. Every text is set with textContent. After report-spans.js.
+ * on a phone. Edges between the same two entities run side by side. The Downstream tab draws a
+ * question's gold path and subgraph with the same code (R.graphDrawing): there a link's kind
+ * (its last item) marks a gold hop found (solid, green) or missing (dashed, red), and those
+ * edges carry their relation. Every text is set with textContent. After report-spans.js.
  */
 (function (R) {
   "use strict";
@@ -16,6 +19,12 @@
   var SVG = legend ? legend.namespaceURI : null; // SVG's namespace, from an inline svg
   var MAX_LABEL = 24; // characters of a label drawn (the title has all of it)
   var drawnWidth = new WeakMap();
+  // A link's kind (view/downstream.py): its class, arrow and what its title adds.
+  var KINDS = {
+    1: ["on-path", "; a gold hop the model's triples hold"],
+    2: ["missing", "; a gold hop missing from the model's triples"],
+    3: ["missing", "; a gold hop missing from the model's triples (its chunk's triples link the two otherwise)"],
+  };
 
   function svg(tag, attributes, className) {
     var node = document.createElementNS(SVG, tag);
@@ -68,28 +77,56 @@
     };
   }
 
+  // Where an edge runs: from its source to the target's rim, moved `shift` px to its side (edges
+  // between the same two entities run side by side); `middle`, where its marks go, is its midpoint
+  // (for those side by side, spread along it, so that their marks do not overlap).
+  function route(from, to, shift) {
+    var dx = to.x - from.x, dy = to.y - from.y;
+    var length = Math.sqrt(dx * dx + dy * dy) || 1;
+    var side = { x: (-dy * shift) / length, y: (dx * shift) / length };
+    var rim = to.r + 3, along = 0.5 + 0.02 * shift;
+    var end = Math.max(0, length - Math.sqrt(Math.max(0, rim * rim - shift * shift)));
+    return {
+      x1: from.x + side.x, y1: from.y + side.y,
+      x2: from.x + (dx * end) / length + side.x, y2: from.y + (dy * end) / length + side.y,
+      middle: { x: from.x + dx * along + side.x, y: from.y + dy * along + side.y },
+    };
+  }
+
+  function shifts(links) {
+    var pairs = {}, seen = {};
+    links.forEach(function (link) {
+      var pair = Math.min(link[0], link[1]) + ":" + Math.max(link[0], link[1]);
+      pairs[pair] = (pairs[pair] || 0) + 1;
+    });
+    return links.map(function (link) {
+      var pair = Math.min(link[0], link[1]) + ":" + Math.max(link[0], link[1]);
+      var number = (seen[pair] = (seen[pair] || 0) + 1) - 1;
+      var side = link[0] <= link[1] ? 1 : -1; // the same side whichever way an edge points
+      return side * 10 * (number - (pairs[pair] - 1) / 2);
+    });
+  }
+
   function drawEdges(root, data, at, places) {
     var group = svg("g", {}, "kg-edges");
-    data.links.forEach(function (link) {
+    var shifted = shifts(data.links);
+    data.links.forEach(function (link, number) {
       var from = places[link[0]], to = places[link[1]];
       var source = data.nodes[link[0]][0], target = data.nodes[link[1]][0];
+      var kind = KINDS[link[5]] || null;
       var text = source + " — " + link[2] + " → " + target + " (" + link[4] + " triple" +
-        (link[4] === 1 ? "" : "s") + ")" + (link[3] ? "; contradicts the opposite relation" : "");
+        (link[4] === 1 ? "" : "s") + ")" + (link[3] ? "; contradicts the opposite relation" : "") +
+        (kind ? kind[1] : "");
       if (link[0] === link[1]) return; // an entity related to itself: listed, not drawn
-      var dx = to.x - from.x, dy = to.y - from.y;
-      var length = Math.sqrt(dx * dx + dy * dy) || 1;
-      var end = Math.max(0, length - to.r - 3);
-      var line = svg(
-        "line",
-        { x1: from.x, y1: from.y, x2: from.x + (dx * end) / length, y2: from.y + (dy * end) / length,
-          "marker-end": "url(#" + at.marker + (link[3] ? "-contra" : "") + ")" },
-        "kg-edge" + (link[3] ? " contra" : "")
-      );
-      group.appendChild(titled(line, text));
-      if (link[3]) {
-        var middle = { x: from.x + dx / 2, y: from.y + dy / 2 + 4, "text-anchor": "middle" };
-        var mark = svg("text", middle, "kg-mark");
-        mark.textContent = "≠";
+      var way = route(from, to, shifted[number]);
+      var suffix = link[3] ? "-contra" : kind ? "-" + kind[0] : "";
+      var ends = { x1: way.x1, y1: way.y1, x2: way.x2, y2: way.y2, "marker-end": "url(#" + at.marker + suffix + ")" };
+      var edge = svg("line", ends, "kg-edge" + (link[3] ? " contra" : "") + (kind ? " " + kind[0] : ""));
+      group.appendChild(titled(edge, text));
+      if (link[3] || kind) {
+        var middle = { x: way.middle.x, y: way.middle.y + (link[3] ? 4 : -4), "text-anchor": "middle" };
+        var mark = svg("text", middle, link[3] ? "kg-mark" : "kg-rel " + kind[0]);
+        mark.textContent = link[3] ? "≠" : short(link[2]);
         group.appendChild(titled(mark, text));
       }
     });
@@ -124,7 +161,9 @@
 
   function markers(root, id) {
     var defs = svg("defs");
-    [["", "kg-arrow"], ["-contra", "kg-arrow contra"]].forEach(function (kind) {
+    var kinds = [["", "kg-arrow"], ["-contra", "kg-arrow contra"], ["-on-path", "kg-arrow on-path"],
+      ["-missing", "kg-arrow missing"]];
+    kinds.forEach(function (kind) {
       var marker = svg("marker", {
         id: id + kind[0], viewBox: "0 0 10 10", refX: 9, refY: 5, markerWidth: 6, markerHeight: 6,
         orient: "auto-start-reverse",
@@ -137,11 +176,12 @@
 
   var figures = 0;
 
-  function drawing(figure, data, width) {
+  // An SVG of a drawing `width` px wide; `holder` (an element) keeps the id of its arrows.
+  function drawing(holder, data, width, label) {
     var at = geometry(width, data);
-    at.marker = figure.dataset.marker || (figure.dataset.marker = "kg-arrow-" + ++figures);
+    at.marker = holder.dataset.marker || (holder.dataset.marker = "kg-arrow-" + ++figures);
     var root = svg("svg", { viewBox: "0 0 " + width + " " + at.height, role: "img" });
-    root.setAttribute("aria-label", "The graph of filing " + data.filing);
+    root.setAttribute("aria-label", label || "The graph of filing " + data.filing);
     markers(root, at.marker);
     var places = data.nodes.map(function (node) {
       return { x: at.x(node[1]), y: at.y(node[2]), r: at.radius(node[3]) };
@@ -252,4 +292,5 @@
     resizing = setTimeout(drawAll, 150);
   });
   R.drawGraphs = drawAll;
+  R.graphDrawing = drawing;
 })(window.FRV);

@@ -22,6 +22,7 @@
     });
     if (state.view === "spans" || state.view === "review") render();
     if (state.view === "graph") R.drawGraphs();
+    if (state.view === "downstream") R.showQuestions();
   }
 
   var form = document.getElementById("filters");
@@ -144,7 +145,7 @@
   });
   readHash();
   show();
-  if (["scores", "settings", "graph", "cost"].indexOf(state.view) >= 0) {
+  if (["scores", "settings", "graph", "cost", "downstream"].indexOf(state.view) >= 0) {
     // the first screen is static; the span browser's first page loads meanwhile
     loadIndex(state.task).then(
       function () {

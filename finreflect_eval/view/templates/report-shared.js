@@ -6,14 +6,16 @@
  *   report-filters.js  the state in the URL, the filter form, and which spans pass it
  *   report-spans.js    a span: its text, each run's triples and verdicts, every judge's vote
  *   report-graph.js    the Graph tab: a filing's graph, drawn from its data script
+ *   report-downstream.js  the Downstream tab: a task's questions, a page at a time
  *   report-main.js     the tabs, the span browser's screen (status, list, pager), the wiring
  *
  * Not ES modules: a page opened from disk (file://) may not load module scripts. The parts share
  * one global, FRV (each part adds its names to it), which the data scripts call too.
  *
  * Data comes as scripts beside the page (data/<task>/index.js, data/<task>/<n>.js, and a
- * filing's graph, data/<task>/graph-<run>-<n>.js) that call FRV.index(...), FRV.page(...) and
- * FRV.graph(...): a page opened from disk may load scripts but not fetch() files. Only one
+ * filing's graph, data/<task>/graph-<run>-<n>.js, and a page of questions,
+ * data/<task>/questions-<run>-<n>.js) that call FRV.index(...), FRV.page(...), FRV.graph(...)
+ * and FRV.questions(...): a page opened from disk may load scripts but not fetch() files. Only one
  * task's index and the pages of the spans on screen are loaded; one screen of
  * spans is in the DOM at a time. Every text from the run is set with textContent (never as
  * HTML), so a span holding "<script>" shows it as text.
@@ -40,6 +42,9 @@
     },
     graph: function (task, run, number, drawing) {
       loaded.set("g:" + task + ":" + run + ":" + number, drawing);
+    },
+    questions: function (task, run, number, questions) {
+      loaded.set("q:" + task + ":" + run + ":" + number, questions);
     },
   });
 
@@ -88,6 +93,11 @@
     return load(key, folder(task) + "graph-" + run + "-" + number + ".js");
   }
 
+  function loadQuestions(task, run, number) {
+    var key = "q:" + task + ":" + run + ":" + number;
+    return load(key, folder(task) + "questions-" + run + "-" + number + ".js");
+  }
+
   function forgetPages(keep) {
     while (pageUse.length > Math.max(KEEP_PAGES, keep.size)) {
       var old = pageUse.find(function (k) {
@@ -133,6 +143,7 @@
   R.loadIndex = loadIndex;
   R.loadPage = loadPage;
   R.loadGraph = loadGraph; // a filing's drawing (data/<task>/graph-<run>-<n>.js)
+  R.loadQuestions = loadQuestions; // a page of questions (data/<task>/questions-<run>-<n>.js)
   R.forgetPages = forgetPages;
   R.el = el;
   R.option = option;
