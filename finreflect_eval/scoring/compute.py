@@ -163,6 +163,7 @@ def compute_results(
             iterations=bootstrap_iters,
         ),
         downstream=downstream_block(
+            manifest,
             span_facts,
             downstream or {},
             seed=bootstrap_seed(manifest),

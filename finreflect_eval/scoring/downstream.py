@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.chunking import token_counter
 from finreflect_eval.downstream.graph import ModelGraph, measure
 from finreflect_eval.downstream.qa import number_score, panel_score
-from finreflect_eval.records import Usage
+from finreflect_eval.records import Manifest, Usage
 from finreflect_eval.records.downstream import (
     CONDITIONS,
     Answer,
@@ -30,20 +31,55 @@ from finreflect_eval.stats.averages import pct
 
 
 def downstream_block(
+    manifest: Manifest,
     span_facts: Mapping[str, SpanFacts],
     files: Mapping[str, DownstreamFile],
     *,
     seed: int,
     iterations: int,
 ) -> dict[str, DownstreamScores]:
-    """Per task with a downstream file, its scores (each file checked first: `check_file`)."""
+    """Per task with a downstream file, its scores (each file checked first against the
+    samples: `check_questions`, `check_file`)."""
     block = {}
     for task, file in files.items():
         if task not in span_facts:
             raise FinReflectError(f"downstream file of task {task}: the run has no such task")
-        check_file(file, ModelGraph(triple_table(task, span_facts[task])))
+        facts = span_facts[task]
+        data = manifest.tasks[task].dataset
+        chosen = data.limit or data.sections or data.samples or manifest.shard
+        check_questions(file, triple_table(task, facts, "reference"), complete=not chosen)
+        check_file(file, ModelGraph(triple_table(task, facts)))
         block[task] = scores_of(file, seed=seed, iterations=iterations)
     return block
+
+
+def check_questions(file: DownstreamFile, reference: pa.Table, *, complete: bool) -> None:
+    """Refuse a file whose questions are not the run's data's: every gold hop must be a
+    reference triple of its span in the samples (the data's, as extraction read it), and, in
+    a run of every span (`complete`: no --limit, --sections, --samples or shard, which may cut
+    a question's chunks apart), every reference triple the hop of a question there (one left
+    out is a question taken away)."""
+    where = f"downstream file of task {file.task}"
+    rows = reference.select(["span_id", "subject", "relation", "object"]).to_pylist()
+    held = {tuple(row.values()) for row in rows}
+    spans = {row["span_id"] for row in rows}
+    asked = set()
+    for record in file.questions:
+        for hop in record.question.hops:
+            edge = (hop.span_id, hop.head, hop.relation, hop.tail)
+            if edge not in held:
+                raise FinReflectError(
+                    f"{where}, question {record.question.question_id}: its hop {hop.head} "
+                    f"-[{hop.relation}]-> {hop.tail} is not a reference triple of span "
+                    f"{hop.span_id} in the samples"
+                )
+            asked.add(edge)
+    left = sorted(edge for edge in held - asked if edge[0] in spans)
+    if left and complete:
+        raise FinReflectError(
+            f"{where}: the samples' reference triple {left[0][1]} -[{left[0][2]}]-> "
+            f"{left[0][3]} ({left[0][0]}) is the hop of no question in it: a question is missing"
+        )
 
 
 def check_file(file: DownstreamFile, graph: ModelGraph) -> None:

@@ -120,3 +120,24 @@ def test_the_embedded_model_extracts_for_the_downstream_track(cli, env, tmp_path
     # --limit 1: the first span, AMT's page 130 chunk 2, holds both hops of two questions
     assert len(file.questions) == 2
     assert all(len(r.answers) == 3 for r in file.questions)
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (lambda data: data["questions"].pop(0), "is the hop of no question in it"),
+        (
+            lambda data: data["questions"][0]["question"]["hops"][0].update(tail="Something"),
+            "is not a reference triple of span",
+        ),
+    ],
+)
+def test_a_question_taken_away_or_changed_is_refused(cli, env, tmp_path, change, says):
+    assert run(cli, env, tmp_path).returncode == 0
+    [path] = files(tmp_path, "downstream_*.json")
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    scored = cli("score", "--samples", str(tmp_path / "out" / "candidate"), env=env)
+    assert scored.returncode != 0
+    assert says in scored.stderr.strip().splitlines()[-1]
