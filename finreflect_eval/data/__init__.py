@@ -1,7 +1,7 @@
 """Benchmark data: typed records, loading (sample, folder, Hub, EvalBench rows, multi-hop QA
 rows), building and publishing dataset folders.
 
-May import `chunking`, `records`, `protocol` and `_util`.
+May import `chunking`, `graph` (entity keys), `records`, `protocol` and `_util`.
 """
 
 import importlib

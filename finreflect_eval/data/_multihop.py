@@ -15,6 +15,7 @@ from finreflect_eval._util.hashing import text_sha256
 from finreflect_eval.chunking import token_counter
 from finreflect_eval.data._evalbench import _span, _span_ids, infer_sections
 from finreflect_eval.data._records import Benchmark, ReferenceTriple, Span
+from finreflect_eval.graph.normalise import entity_key
 from finreflect_eval.records.downstream import GoldHop, Question
 
 ANNOTATOR = "FinReflectKG-MultiHop"
@@ -29,7 +30,8 @@ def is_multihop(columns: Iterable[str]) -> bool:
 def multihop_to_benchmark(
     rows: Iterable[Mapping[str, Any]], *, dataset: str, split: str, revision: str | None = None
 ) -> Benchmark:
-    """The spans (hop chunks, then distractors), reference triples (the hops) and questions."""
+    """The spans (each row's hop chunks and distractors, each chunk once, in the order first
+    met), reference triples (the hops) and questions."""
     chunks: dict[tuple[str, ...], dict[str, Any]] = {}
     raw: list[tuple[int, Mapping[str, Any], list[tuple[str, ...]]]] = []
     for index, row in enumerate(rows):
@@ -150,7 +152,7 @@ def _question(
     entities = row.get("entities") or {}
     start = str(entities.get("start") or hops[0].head)
     end = str(entities.get("end") or hops[-1].head)
-    if start.strip().casefold() == end.strip().casefold():
+    if entity_key(start) == entity_key(end):
         # A company against itself (another year, another page): the entity the hops meet at.
         end = str(entities.get("intermediate") or entities.get("node_2") or hops[0].tail)
     origin = dict(row.get("origin") or {})

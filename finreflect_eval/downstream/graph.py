@@ -200,40 +200,41 @@ def subgraph(
     """The triples among the entities within `hops` edges of the seeds (`seeds`; direction
     ignored), nearest first (by the farther entity's distance, then the nearer's, then in span
     and triple order), each written once, as many as fit in `budget` tokens rendered. It walks
-    out one distance at a time and stops when the budget is full: a filer with thousands of
-    triples costs its own edges, not its neighbourhood's."""
+    out one distance at a time and stops when the budget is full, so a hub's neighbourhood is
+    walked only when the nearer triples did not fill it."""
     reached = dict.fromkeys(seeds(question, graph), 0)
-    layer = list(reached)
+    layers = [list(reached)]
     chosen: list[ContextTriple] = []
     lines: set[str] = set()
     used = 0
-    for depth in range(hops + 1):
-        if depth:
-            layer = [n for u in layer for n in graph.neighbours[u] if n not in reached]
-            layer = list(dict.fromkeys(layer))
-            reached |= dict.fromkeys(layer, depth)
-        found = {}
-        for node in layer:
-            for other, key, data in graph.incident[node]:
-                if other in reached:
-                    near = min(reached[node], reached[other])
-                    found[key] = ((near, data["span_id"], data["triple_index"]), data)
-        for _, data in sorted(found.values(), key=lambda item: item[0]):
-            triple = ContextTriple(
-                subject=data["subject"],
-                relation=data["relation"] or "",
-                object=data["object"],
-                span_id=data["span_id"],
-            )
-            line = render_triple(triple)
-            if line in lines:
-                continue
-            cost = count_tokens(line + "\n")
-            if used + cost > budget:
-                return chosen
-            lines.add(line)
-            used += cost
-            chosen.append(triple)
+    for far in range(hops + 1):
+        if far:
+            layer = [n for u in layers[-1] for n in graph.neighbours[u] if n not in reached]
+            layers.append(list(dict.fromkeys(layer)))
+            reached |= dict.fromkeys(layers[-1], far)
+        for near in range(far + 1):
+            found = {
+                key: data
+                for node in layers[near]
+                for other, key, data in graph.incident[node]
+                if reached.get(other) == far
+            }
+            for data in sorted(found.values(), key=lambda d: (d["span_id"], d["triple_index"])):
+                triple = ContextTriple(
+                    subject=data["subject"],
+                    relation=data["relation"] or "",
+                    object=data["object"],
+                    span_id=data["span_id"],
+                )
+                line = render_triple(triple)
+                if line in lines:
+                    continue
+                cost = count_tokens(line + "\n")
+                if used + cost > budget:
+                    return chosen
+                lines.add(line)
+                used += cost
+                chosen.append(triple)
     return chosen
 
 
@@ -249,13 +250,16 @@ def measure(
     max_hops: int,
     qa: Any,
     count_tokens: TokenCounter,
+    shown: bool = True,
 ) -> QuestionRecord:
-    """What the graph holds of the question, and the subgraph the QA model is shown (`qa`
-    needs `neighbourhood_hops` and `budget_tokens`)."""
+    """What the graph holds of the question, and (`shown`) the subgraph the QA model is shown
+    (`qa` needs `neighbourhood_hops` and `budget_tokens`)."""
     return QuestionRecord(
         task=task,
         question=question,
         evidence=evidence(question, graph),
         path=path(question, graph, max_hops),
-        subgraph=subgraph(question, graph, qa.neighbourhood_hops, qa.budget_tokens, count_tokens),
+        subgraph=subgraph(question, graph, qa.neighbourhood_hops, qa.budget_tokens, count_tokens)
+        if shown
+        else [],
     )

@@ -9,7 +9,7 @@ import hashlib
 import re
 import statistics
 from collections.abc import Mapping, Sequence
-from functools import cached_property
+from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
@@ -33,6 +33,7 @@ from finreflect_eval.tasks.config import GenerationKwargs
 ANSWER_CHARS = 1500
 REASONING_CHARS = 160
 WARNING_CHARS = 60
+MAX_BUDGET = 32768  # tokens of graph one question is shown, at most
 MIN_VOTES = 2  # as every panel score: an answer is scored on two valid votes or more
 
 
@@ -66,7 +67,7 @@ class QAConfig(BaseModel):
     """The answering prompt's template (`system()` and `user()` macros)."""
     judge_prompt: str
     """The judges' correctness prompt's template."""
-    budget_tokens: int = Field(1024, ge=16)
+    budget_tokens: int = Field(1024, ge=16, le=MAX_BUDGET)
     """The most tokens of the model's graph's triples one question is shown."""
     neighbourhood_hops: int = Field(2, ge=1, le=3)
     """How far from the question's entities its subgraph reaches."""
@@ -77,19 +78,11 @@ class QAConfig(BaseModel):
     def model_spec(self) -> ModelSpec:
         return ModelSpec(self.model, self.backend, dict(self.model_args))
 
-    @cached_property
-    def _environment(self) -> jinja2.Environment:
-        folders = sorted({str(Path(self.prompt).parent), str(Path(self.judge_prompt).parent)})
-        return jinja2.Environment(
-            loader=jinja2.FileSystemLoader(folders),
-            undefined=jinja2.StrictUndefined,
-            keep_trailing_newline=True,
-        )
-
     def render(self, which: Literal["prompt", "judge_prompt"], **context: Any) -> tuple[str, str]:
         path = Path(getattr(self, which))
         try:
-            module = self._environment.get_template(path.name).make_module(context)
+            template = _environment(str(path.parent)).get_template(path.name)
+            module = template.make_module(context)
             return str(module.system()).strip(), str(module.user()).strip()
         except (jinja2.TemplateError, AttributeError, TypeError) as exc:
             raise FinReflectError(f"QA {which} template {path}: {exc}") from exc
@@ -104,14 +97,26 @@ class QAConfig(BaseModel):
             prompt_sha=self.prompt_sha,
             budget_tokens=self.budget_tokens,
             neighbourhood_hops=self.neighbourhood_hops,
+            generation_kwargs=self.generation_kwargs.model_dump(),
         )
 
     @property
     def prompt_sha(self) -> str:
+        """The sha256 of the answering and the judging templates, in that order."""
         digest = hashlib.sha256()
         for path in (self.prompt, self.judge_prompt):
             digest.update(Path(path).read_bytes())
         return digest.hexdigest()
+
+
+@cache
+def _environment(folder: str) -> jinja2.Environment:
+    """A template folder's environment (each template looked up in its own folder)."""
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(folder),
+        undefined=jinja2.StrictUndefined,
+        keep_trailing_newline=True,
+    )
 
 
 def load_qa(name_or_path: str | Path) -> QAConfig:
@@ -224,36 +229,46 @@ def _request(
     )
 
 
-# A number as an answer writes it: $1,234.5, (12.4), 7.5%, -3; years are context, not answers.
+# A number as an answer writes it: $1,234.5, (12.4), 7.5%, -3.
 _NUMBER = re.compile(r"(?<![\w.])\(?-?\$?\d[\d,]*(?:\.\d+)?\)?%?")
-_YEAR = re.compile(r"^(19|20)\d\d$")
+_YEAR = re.compile(r"^(19|20)\d\d$")  # a bare year (no comma, sign, decimals or %): context
 
 
 def numbers_in(text: str) -> list[str]:
     """The distinct numbers of a text, as plain decimals (`$1,234.50` is `1234.50`; a sign or
-    accounting parentheses dropped: answers write a decrease either way), years left out."""
+    accounting parentheses dropped: answers write a decrease either way), bare years left out
+    (`2015` is a year, `$2,015` and `2,015` are not)."""
     found = []
     for match in _NUMBER.finditer(text):
-        raw = match.group().strip("()$%-").replace(",", "").replace("$", "").rstrip(".")
-        if not raw or _YEAR.match(raw) or not re.fullmatch(r"\d+(\.\d+)?", raw):
+        token = match.group().strip("()").rstrip(".,")
+        if _YEAR.match(token):
             continue
-        found.append(raw)
+        raw = token.strip("$%-").replace(",", "").replace("$", "")
+        if re.fullmatch(r"\d+(\.\d+)?", raw):
+            found.append(raw)
     return list(dict.fromkeys(found))
 
 
 def number_score(gold_answer: str, answer: str) -> tuple[list[str], list[str], float | None]:
-    """The gold answer's numbers, those the answer holds (equal at the gold's precision), and
-    10 × their share; None where the gold answer holds no number."""
+    """The gold answer's numbers, those the answer states exactly (equal at the finer of the
+    two precisions: 7.4 is not 7, 296.60 is 296.6), and 10 × their share; None where the gold
+    answer holds no number."""
     expected = numbers_in(gold_answer)
     if not expected:
         return [], [], None
-    given = [float(n) for n in numbers_in(answer)]
-    found = []
-    for number in expected:
-        places = len(number.partition(".")[2])
-        if any(round(value, places) == round(float(number), places) for value in given):
-            found.append(number)
+    given = numbers_in(answer)
+    found = [number for number in expected if any(_same(number, value) for value in given)]
     return expected, found, round(10 * len(found) / len(expected), 4)
+
+
+def _same(gold: str, given: str) -> bool:
+    places = max(len(gold.partition(".")[2]), len(given.partition(".")[2]))
+    return round(float(gold), places) == round(float(given), places)
+
+
+def needs_judges(question: Question) -> bool:
+    """A qualitative question, or a quantitative one whose gold answer holds no number."""
+    return question.kind == "qualitative" or not numbers_in(question.answer)
 
 
 def vote_of(judge: str, result: Any) -> QAVote:

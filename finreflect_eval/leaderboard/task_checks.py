@@ -2,7 +2,7 @@
 what its downstream files must hold before their block is recomputed (`downstream_problems`):
 one file per downstream task of the run (a task of this leaderboard with a `downstream`
 section), of the results' panel, answered by the task's fixed QA model with the task's
-settings, and scored by the panel's own judges. The measures and scores themselves are
+settings. The measures, the scores and who voted for them are
 recomputed by scoring (`scoring.downstream`), which refuses a file that does not follow from the
 samples' triples."""
 
@@ -67,7 +67,7 @@ def downstream_tasks(tasks: Collection[str], index: TaskIndex) -> list[str]:
     ]
 
 
-def downstream_problems(submission: Submission, index: TaskIndex, judges: list[str]) -> list[str]:
+def downstream_problems(submission: Submission, index: TaskIndex) -> list[str]:
     """What is wrong with the submission's downstream files (see the module), a line each."""
     results = submission.results
     panel = results.judges.panel
@@ -91,7 +91,6 @@ def downstream_problems(submission: Submission, index: TaskIndex, judges: list[s
             )
             continue
         problems += _settings_problems(file, index.tasks[task], where)
-        problems += _vote_problems(file, judges, where)
     return problems
 
 
@@ -117,18 +116,3 @@ def _settings_problems(file: DownstreamFile, task: Task, where: str) -> list[str
             "is not this leaderboard's"
         )
     return problems
-
-
-def _vote_problems(file: DownstreamFile, judges: list[str], where: str) -> list[str]:
-    """Each judged answer's votes are the panel judges', each once."""
-    for record in file.questions:
-        for condition, answer in record.answers.items():
-            voters = [vote.judge for vote in answer.votes]
-            outside = sorted(set(voters) - set(judges))
-            if outside or len(set(voters)) < len(voters):
-                found = f"a vote by '{outside[0]}'" if outside else "a judge voting twice"
-                return [
-                    f"{where}, question {record.question.question_id}, {condition}: {found}; its "
-                    f"answers are scored by the panel's judges ({', '.join(judges)}), once each"
-                ]
-    return []

@@ -49,6 +49,7 @@ from finreflect_eval.records import (
     read,
     read_json,
 )
+from finreflect_eval.records.downstream import DownstreamFile
 from finreflect_eval.records.lm_eval import submitted
 from finreflect_eval.runs.consistency import span_problem
 from finreflect_eval.runs.store import load_run, newest
@@ -95,13 +96,25 @@ def bundle_run(path: Path) -> Submission | JudgeAudit:
     # People's labels (`review import`), from which scoring made the results' `human` block,
     # and the downstream files of its panel, from which it made the `downstream` block.
     labels = run.store.human_labels(run.manifest)
-    downstream = run.store.downstream(run.manifest, results.judges.panel)
+    downstream = {
+        task: without_subgraphs(file)
+        for task, file in run.store.downstream(run.manifest, results.judges.panel).items()
+    }
     return Submission(
         results=results,
         manifest=manifest,
         samples=samples,
         human_labels=labels,
         downstream=downstream,
+    )
+
+
+def without_subgraphs(file: DownstreamFile) -> DownstreamFile:
+    """A downstream file as a submission carries it: without the subgraphs the QA model was
+    shown (a third of its size at 113 triples a question; retrieval is deterministic, so a
+    reader makes them again from the samples, and nothing can check what was shown anyway)."""
+    return file.model_copy(
+        update={"questions": [q.model_copy(update={"subgraph": []}) for q in file.questions]}
     )
 
 
@@ -208,7 +221,7 @@ def verify(submission: Submission, leaderboard: Path, others: Sequence[Submissio
     for judge in judges:
         reasons += _printable_problems(judge.model, "judge model")
         reasons += _printable_problems(judge.name, "judge name")
-    downstream_refused = downstream_problems(submission, index, [judge.name for judge in judges])
+    downstream_refused = downstream_problems(submission, index)
     reasons += downstream_refused
     config = results.config
     if config.prices is not None:  # shown on the page beside the money

@@ -1,8 +1,9 @@
 """The downstream stage: for each task with a `downstream` section, its questions measured
 against the graph the run's triples make (`downstream.graph`), answered by the fixed QA model in
 three conditions and the answers scored (`downstream.qa`), written per task and panel as
-`downstream_<task>_<run>_<panel>.json`. Every model call goes through the response cache: a
-rerun makes none, a killed one asks only what it had not."""
+`downstream_<task>_<run>_<panel>.json`. Every model call goes through the response cache (when
+the run has one): a rerun makes none, a killed one asks only what it had not; a rerun keeps the
+file's questions already answered and scored the same way."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from finreflect_eval.downstream.qa import (
     contexts,
     judge_request,
     load_qa,
+    needs_judges,
     number_score,
     panel_score,
     vote_of,
@@ -36,6 +38,7 @@ from finreflect_eval.records.downstream import (
     QuestionRecord,
 )
 from finreflect_eval.runs.store import Run
+from finreflect_eval.scoring.cost import total_usage
 from finreflect_eval.tasks.config import Task
 
 logger = logging.getLogger(__name__)
@@ -52,6 +55,11 @@ def questions_of(run: Run, task: str) -> list[Question]:
         raise FinReflectError(
             f"task {task}: its data ({info.id}) has no multi-hop questions (rows with question, "
             "answer and hops), but the task has a downstream section"
+        )
+    if benchmark.fingerprint != info.fingerprint:
+        raise FinReflectError(
+            f"task {task}: its data ({info.id}) is not what the run extracted from (fingerprint "
+            f"{benchmark.fingerprint}, the run's {info.fingerprint}): was it changed since?"
         )
     return questions_within(benchmark.questions, run.records[task])
 
@@ -116,14 +124,17 @@ def measured(run: Run, name: str, task: Task, panel: str, qa: QAConfig) -> Downs
 
 def _answered(previous: DownstreamFile | None, file: DownstreamFile) -> dict[str, dict]:
     """The answers of `previous` (the file a run wrote before) still good for `file`: same QA
-    settings and k, the question measured the same, every condition answered."""
+    settings and k, the question measured the same, every condition answered and scored (an
+    answer that failed, or that the judges could not score, is asked again)."""
     if previous is None or (previous.qa, previous.max_hops) != (file.qa, file.max_hops):
         return {}
     now = {record.question.question_id: record for record in file.questions}
     kept = {}
     for record in previous.questions:
         same = now.get(record.question.question_id)
-        if same is not None and record.answers.keys() == set(CONDITIONS):
+        answers = record.answers.values()
+        scored = all(a.answer is not None and a.score is not None for a in answers)
+        if same is not None and record.answers.keys() == set(CONDITIONS) and scored:
             parts = ("question", "evidence", "path", "subgraph")
             if all(getattr(record, p) == getattr(same, p) for p in parts):
                 kept[record.question.question_id] = record.answers
@@ -166,11 +177,6 @@ def _answer(
         record.answers[condition] = scored_answer(
             record.question, result, votes, count_tokens(context_text(context))
         ).model_copy(update={"judge_usage": usage_of(calls)})
-
-
-def needs_judges(question: Question) -> bool:
-    """A qualitative question, or a quantitative one whose gold answer holds no number."""
-    return question.kind == "qualitative" or number_score(question.answer, "")[2] is None
 
 
 def context_text(context: Mapping[str, Sequence[str]]) -> str:
@@ -217,17 +223,21 @@ def scored_answer(
 
 
 def usage_of(results: Sequence[GenerationResult]) -> Usage:
-    """What these calls used (a cache hit: nothing but its tokens as first counted)."""
-    usage = Usage()
-    for result in results:
+    """What these calls used, as the cost block counts it (a cache hit: nothing but its tokens
+    as first counted)."""
+    return total_usage(_usage(result) for result in results) if results else Usage()
+
+
+def _usage(result: GenerationResult) -> Usage:
+    if result.cached:
         tokens = result.prompt_tokens + result.completion_tokens
-        if result.cached:
-            usage.cache_hits += 1
-            usage.cache_hit_tokens += tokens
-            continue
-        usage.calls += 1
-        usage.prompt_tokens += result.prompt_tokens
-        usage.completion_tokens += result.completion_tokens
-        usage.reasoning_tokens += result.reasoning_tokens
-        usage.seconds = round((usage.seconds or 0.0) + result.seconds, 6)
-    return usage
+        return Usage(cache_hits=1, cache_hit_tokens=tokens, seconds=0.0)
+    return Usage(
+        calls=1,
+        prompt_tokens=result.prompt_tokens,
+        cached_prompt_tokens=result.cached_prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        reasoning_tokens=result.reasoning_tokens,
+        seconds=result.seconds,
+        device_seconds=result.device_seconds,
+    )

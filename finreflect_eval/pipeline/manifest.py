@@ -81,11 +81,18 @@ def build_manifest(
         ),
         environment=environment(),
         shard=None if config.shard is None else ShardInfo(**vars(config.shard)),
-        dataset=_dataset_info(config, task_runs[0], span_lists),
+        dataset=_dataset_info(config, _main_task(task_runs), span_lists),
         cache=_cache_record(config),
         finreflect_eval_version=__version__,
         git_hash=_git_hash(),
     )
+
+
+def _main_task(task_runs: list[TaskRun]) -> TaskRun:
+    """The task whose data is the run's: the first judged one, not a downstream task (whose
+    data is its questions' chunks), whatever order the tasks were named in."""
+    main = [t for t in task_runs if t.task.config.downstream is None]
+    return (main or task_runs)[0]
 
 
 def _dataset_info(

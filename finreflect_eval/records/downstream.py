@@ -1,6 +1,6 @@
 """The downstream multi-hop QA track's files: a question with its gold KG path (`Question`), what
-a run made of it (`QuestionRecord`, a line of `downstream_<task>_<run>_<panel>.jsonl`), and the
-results' `downstream` block (`DownstreamScores`, per task)."""
+a run made of it (`QuestionRecord`, in `downstream_<task>_<run>_<panel>.json`: a
+`DownstreamFile`), and the results' `downstream` block (`DownstreamScores`, per task)."""
 
 from __future__ import annotations
 
@@ -143,9 +143,11 @@ class QASettings(Record):
     backend: str
     model_args: dict[str, Any] = {}
     prompt_sha: str
-    """The sha256 of the answering prompt's template."""
-    budget_tokens: int
-    neighbourhood_hops: int
+    """The sha256 of the answering and the judging prompts' templates."""
+    budget_tokens: int = Field(ge=16, le=32768)
+    neighbourhood_hops: int = Field(ge=1, le=3)
+    generation_kwargs: dict[str, Any] = {}
+    """The QA model's sampling settings."""
 
 
 class DownstreamScores(Record):
@@ -176,5 +178,5 @@ class DownstreamFile(FileRecord):
     task: str
     panel: str
     qa: QASettings
-    max_hops: int = Field(ge=1)
+    max_hops: int = Field(ge=1, le=3)
     questions: list[QuestionRecord]

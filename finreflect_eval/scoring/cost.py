@@ -59,7 +59,7 @@ def cost_block(
         parts = [extraction, *judging.values()]
         if normaliser is not None:
             parts.append(normalizer)
-        total = _total(parts)
+        total = total_usage(parts)
         triples = facts.extraction_metrics()["n_triples"]
         block[task] = TaskCost(
             extraction=extraction,
@@ -109,7 +109,7 @@ def _priced(usage: Usage, prices: Prices | None, model: str | None = None) -> Us
     return usage
 
 
-def _total(parts: Iterable[Usage]) -> Usage:
+def total_usage(parts: Iterable[Usage]) -> Usage:
     """The parts added up; a figure (money among them) only where every part knows it."""
     parts = list(parts)
     devices = [part.device_seconds for part in parts if part.device_seconds is not None]

@@ -14,16 +14,18 @@ import pyarrow as pa
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.chunking import token_counter
 from finreflect_eval.downstream.graph import ModelGraph, measure
-from finreflect_eval.downstream.qa import number_score, panel_score
-from finreflect_eval.records import Manifest, Usage
+from finreflect_eval.downstream.qa import needs_judges, number_score, panel_score
+from finreflect_eval.records import Manifest
 from finreflect_eval.records.downstream import (
     CONDITIONS,
     Answer,
     DownstreamFile,
     DownstreamScores,
     Measure,
+    Question,
     QuestionRecord,
 )
+from finreflect_eval.scoring.cost import total_usage
 from finreflect_eval.scoring.graph import triple_table
 from finreflect_eval.scoring.span_facts import SpanFacts
 from finreflect_eval.stats import uncertainty
@@ -48,7 +50,8 @@ def downstream_block(
         data = manifest.tasks[task].dataset
         chosen = data.limit or data.sections or data.samples or manifest.shard
         check_questions(file, triple_table(task, facts, "reference"), complete=not chosen)
-        check_file(file, ModelGraph(triple_table(task, facts)))
+        judges = [member.name for member in manifest.judging[file.panel].judges]
+        check_file(file, ModelGraph(triple_table(task, facts)), judges)
         block[task] = scores_of(file, seed=seed, iterations=iterations)
     return block
 
@@ -62,7 +65,6 @@ def check_questions(file: DownstreamFile, reference: pa.Table, *, complete: bool
     where = f"downstream file of task {file.task}"
     rows = reference.select(["span_id", "subject", "relation", "object"]).to_pylist()
     held = {tuple(row.values()) for row in rows}
-    spans = {row["span_id"] for row in rows}
     asked = set()
     for record in file.questions:
         for hop in record.question.hops:
@@ -74,7 +76,7 @@ def check_questions(file: DownstreamFile, reference: pa.Table, *, complete: bool
                     f"{hop.span_id} in the samples"
                 )
             asked.add(edge)
-    left = sorted(edge for edge in held - asked if edge[0] in spans)
+    left = sorted(held - asked)
     if left and complete:
         raise FinReflectError(
             f"{where}: the samples' reference triple {left[0][1]} -[{left[0][2]}]-> "
@@ -82,9 +84,10 @@ def check_questions(file: DownstreamFile, reference: pa.Table, *, complete: bool
         )
 
 
-def check_file(file: DownstreamFile, graph: ModelGraph) -> None:
+def check_file(file: DownstreamFile, graph: ModelGraph, judges: Sequence[str]) -> None:
     """Refuse a downstream file whose measures or answer scores do not follow from the
-    samples' triples and its own votes."""
+    samples' triples and its own votes: every condition answered, each answer scored the way
+    its question is (by the `judges`, each voting once, or by its numbers)."""
     count_tokens = token_counter()
     where = f"downstream file of task {file.task}"
     seen: set[str] = set()
@@ -93,20 +96,44 @@ def check_file(file: DownstreamFile, graph: ModelGraph) -> None:
         if question.question_id in seen:
             raise FinReflectError(f"{where}: question {question.question_id} is there twice")
         seen.add(question.question_id)
-        again = measure(question, file.task, graph, file.max_hops, file.qa, count_tokens)
+        # A submission carries no subgraphs (`leaderboard.verify.without_subgraphs`).
+        shown = bool(record.subgraph)
+        again = measure(question, file.task, graph, file.max_hops, file.qa, count_tokens, shown)
         for part in ("evidence", "path", "subgraph"):
             if getattr(again, part) != getattr(record, part):
                 raise FinReflectError(
                     f"{where}, question {question.question_id}: its {part} does not follow "
                     "from the samples' triples"
                 )
+        if record.answers.keys() != set(CONDITIONS):
+            raise FinReflectError(
+                f"{where}, question {question.question_id}: it is not answered in every "
+                f"condition ({', '.join(CONDITIONS)})"
+            )
         for condition, answer in record.answers.items():
+            problem = _method_problem(question, answer, judges)
+            if problem:
+                raise FinReflectError(
+                    f"{where}, question {question.question_id}, {condition}: {problem}"
+                )
             if answer.score != answer_score(record, answer):
                 raise FinReflectError(
                     f"{where}, question {question.question_id}, {condition}: its score "
                     f"{answer.score} does not follow from its "
                     + ("votes" if answer.method == "judges" else "numbers")
                 )
+
+
+def _method_problem(question: Question, answer: Answer, judges: Sequence[str]) -> str | None:
+    method = "judges" if needs_judges(question) else "numbers"
+    if answer.method != method:
+        return f"scored by {answer.method}, but a {question.kind} question is scored by {method}"
+    voters = [vote.judge for vote in answer.votes]
+    if method == "judges" and answer.answer is not None and voters != list(judges):
+        return f"its votes are {voters or 'none'}, not one of each of the panel's {list(judges)}"
+    if method == "numbers" and voters:
+        return "it is scored by its numbers, but has judges' votes"
+    return None
 
 
 def answer_score(record: QuestionRecord, answer: Answer) -> float | None:
@@ -138,8 +165,8 @@ def scores_of(file: DownstreamFile, *, seed: int, iterations: int) -> Downstream
         path_connected=mean([float(r.path.connected) for r in records]),
         qa=qa,
         qa_settings=file.qa,
-        qa_usage=_total(a.usage for r in records for a in r.answers.values()),
-        judge_usage=_total(a.judge_usage for r in records for a in r.answers.values()),
+        qa_usage=total_usage(a.usage for r in records for a in r.answers.values()),
+        judge_usage=total_usage(a.judge_usage for r in records for a in r.answers.values()),
     )
 
 
@@ -170,14 +197,3 @@ def _tenths(answer: Answer | None) -> float | None:
 
 def _share(flags: Sequence[bool]) -> float:
     return sum(flags) / len(flags)
-
-
-def _total(usages) -> Usage:
-    total = Usage()
-    for usage in usages:
-        for name in ("calls", "cache_hits", "cache_hit_tokens", "prompt_tokens"):
-            setattr(total, name, getattr(total, name) + getattr(usage, name))
-        total.completion_tokens += usage.completion_tokens
-        total.reasoning_tokens += usage.reasoning_tokens
-        total.seconds = round((total.seconds or 0.0) + (usage.seconds or 0.0), 6)
-    return total

@@ -15,7 +15,7 @@ Graph tab: the block and each filing's drawing), `cost` (the Cost tab), `downstr
 Downstream tab: its measures and questions), `report` (the folder and the page, with
 `templates/`).
 
-May import `runs`, `scoring`, `downstream`, `records`, `graph`, `stats`, `protocol` and
+May import `runs`, `scoring`, `downstream`, `records`, `graph`, `chunking`, `stats`, `protocol` and
 `_util`.
 """
 

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from finreflect_eval._util.errors import FinReflectError
+from finreflect_eval.chunking import token_counter
+from finreflect_eval.downstream.graph import ModelGraph, subgraph
 from finreflect_eval.protocol.criteria import CRITERION_NAMES
 from finreflect_eval.records import HumanLabel, Manifest, Results, SampleRecord, Submission, read
 from finreflect_eval.records.downstream import DownstreamFile
@@ -72,8 +74,32 @@ class ViewRun:
             lambda task: check_samples(where, task, samples.get(task, [])),
             where,
             submission.human_labels,
-            dict(submission.downstream),
+            {
+                task: with_subgraphs(file, samples.get(task, []))
+                for task, file in submission.downstream.items()
+            },
         )
+
+
+def with_subgraphs(file: DownstreamFile, records: list) -> DownstreamFile:
+    """A submitted downstream file (carried without subgraphs) with each question's subgraph
+    made again from the entry's samples, as the stage made it (retrieval is deterministic)."""
+    graph = ModelGraph.of_records(records)
+    count = token_counter()
+    qa = file.qa
+    questions = [
+        q
+        if q.subgraph
+        else q.model_copy(
+            update={
+                "subgraph": subgraph(
+                    q.question, graph, qa.neighbourhood_hops, qa.budget_tokens, count
+                )
+            }
+        )
+        for q in file.questions
+    ]
+    return file.model_copy(update={"questions": questions})
 
 
 def open_run(path: Path | str, panel: str | PanelFile | None = None) -> ViewRun:

@@ -30,8 +30,8 @@ def panel(folder, responder=JUDGE):
     return path
 
 
-def run(cli, env, folder, share="60", *extra):
-    tasks = task_folder(folder / "tasks", qa=qa_file(folder / "qa"))
+def run(cli, env, folder, share="60", *extra, qa="answers_from_gold"):
+    tasks = task_folder(folder / "tasks", qa=qa_file(folder / "qa", qa))
     return cli(
         *("run", "--model", "candidate", "--backend", "scripted"),
         *("--model-args", f"responses=support.multihop:extracts_share_{share}"),
@@ -73,8 +73,6 @@ def test_a_rerun_makes_no_model_call_and_gives_the_same_file(cli, env, tmp_path)
     assert run(cli, env, tmp_path).returncode == 0
     [path] = files(tmp_path, "downstream_*.json")
     first = path.read_text()
-    log = tmp_path / "judge_calls.log"
-    log.unlink(missing_ok=True)
     again = cli(
         *("downstream", "--samples", str(tmp_path / "out" / "candidate")),
         *("--judges", str(tmp_path / "panel.yaml"), "--qa", str(tmp_path / "qa" / "qa.yaml")),
@@ -86,6 +84,31 @@ def test_a_rerun_makes_no_model_call_and_gives_the_same_file(cli, env, tmp_path)
     file = DownstreamFile.model_validate_json(first)
     answers = [a for r in file.questions for a in r.answers.values()]
     assert sum(a.usage.calls for a in answers) == 21  # the first run's; the rerun's were hits
+
+
+def test_an_answer_that_failed_is_asked_again_and_the_others_kept(cli, env, tmp_path):
+    log = tmp_path / "qa_calls.log"
+    failing = env | {"MULTIHOP_QA_LOG": str(log), "MULTIHOP_QA_FAIL": "1"}
+    assert (
+        run(cli, failing, tmp_path, "60", "--no-cache", qa="answers_or_fails_first").returncode == 0
+    )
+    [path] = files(tmp_path, "downstream_*.json")
+    first = DownstreamFile.model_validate_json(path.read_text())
+    failed = [r for r in first.questions if r.answers["gold_path"].answer is None]
+    assert len(failed) == 1 and failed[0].answers["gold_path"].error
+    log.unlink()
+    again = cli(
+        *("downstream", "--samples", str(tmp_path / "out" / "candidate"), "--no-cache"),
+        *("--judges", str(tmp_path / "panel.yaml"), "--qa", str(tmp_path / "qa" / "qa.yaml")),
+        *("--include-path", str(tmp_path / "tasks")),
+        env=env | {"MULTIHOP_QA_LOG": str(log)},
+    )
+    assert again.returncode == 0, again.stderr
+    assert len(log.read_text().splitlines()) == 3  # the failed question's three conditions
+    file = DownstreamFile.model_validate_json(path.read_text())
+    assert all(a.answer is not None for r in file.questions for a in r.answers.values())
+    kept = [r for r in file.questions if r.question != failed[0].question]
+    assert kept == [r for r in first.questions if r.question != failed[0].question]
 
 
 def test_a_tampered_downstream_file_is_refused_at_scoring(cli, env, tmp_path):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from functools import cache
 from pathlib import Path
@@ -143,6 +144,20 @@ def answers_from_gold(request) -> str:
         for h in question["hops"]
     )
     return json.dumps({"answer": question["answer"] if held else NO_ANSWER})
+
+
+def answers_or_fails_first(request) -> str:
+    """`answers_from_gold`, logging each call to $MULTIHOP_QA_LOG; with $MULTIHOP_QA_FAIL set,
+    an invalid output for the first sample question (a QA model that failed on it)."""
+    log = os.environ.get("MULTIHOP_QA_LOG")
+    if log:
+        with Path(log).open("a") as file:
+            file.write("call\n")
+    if os.environ.get("MULTIHOP_QA_FAIL") and questions()[0]["question"].strip() in str(
+        request.messages[-1]["content"]
+    ):
+        return "not json"
+    return answers_from_gold(request)
 
 
 def judge(request) -> str:
