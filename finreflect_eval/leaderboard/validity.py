@@ -2,15 +2,21 @@
 main scores and a downstream block (the multi-hop QA track: `scoring.downstream`), Spearman's ρ
 between each main score (faithfulness, precision, relevance, comprehensiveness, Overall) and
 each downstream measure (evidence-edge recall, its entity-only form, path connectivity, the QA
-scores per condition), with a seeded bootstrap interval that resamples the models (entries)
-and, within each drawn entry, its questions (its downstream mean recomputed from the
-per-question values of its submission's downstream files; its main score is kept). Said in
-plain words: `undefined` under `MIN_MODELS` models, `weak` where |ρ| < 0.3 or the interval
-holds 0, else `positive` or `negative`. What `finreflect-eval validity` prints and the page's
-validity section shows; the row columns of the downstream block (`downstream_columns`)."""
+scores per condition). Over comparable entries, one per model: each model's newest entry (by
+run id, its date first; the older ones left out), and of those the largest group with the same
+downstream tasks, QA settings (`DownstreamFile.qa`) and `max_hops` (the others set aside); the
+report says how many of each, and which group. The interval is a seeded paired bootstrap: each
+draw resamples the models and, once for every model alike, the filings (with replacement; all
+the questions of a drawn filing, a question's filing its first hop's), each model's downstream
+mean recomputed over the drawn questions it has (its main score kept). Said in plain words:
+`undefined` under `MIN_MODELS` models, `weak` where |ρ| < 0.3 or the interval holds 0, else
+`positive` or `negative`. What `finreflect-eval validity` prints and the page's validity
+section shows; the row columns of the downstream block (`downstream_columns`)."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -105,6 +111,11 @@ def question_values(record: QuestionRecord) -> list[float]:
     ]
 
 
+Setting = tuple[tuple[str, str, int], ...]
+"""What makes entries' downstream parts comparable: per downstream task (sorted), its name, its
+QA settings (JSON) and its `max_hops`."""
+
+
 @dataclass(frozen=True)
 class Entrant:
     """An entry with both main scores and a downstream block."""
@@ -113,8 +124,10 @@ class Entrant:
     run_id: str
     main: dict[str, float | None]
     downstream: dict[str, float | None]
-    questions: list[np.ndarray]
-    """Per downstream task, its questions' values (questions × measures)."""
+    setting: Setting
+    questions: dict[str, tuple[list[str], np.ndarray]]
+    """Per downstream task with questions: their filings, and their values (questions ×
+    measures)."""
 
 
 @dataclass(frozen=True)
@@ -131,6 +144,7 @@ class Cell:
 
 
 def entrants(entries: Sequence[RunEntry]) -> list[Entrant]:
+    """The entries with both main scores and a downstream block, in the order given."""
     found = []
     for entry in entries:
         results = entry.shown.results
@@ -138,15 +152,67 @@ def entrants(entries: Sequence[RunEntry]) -> list[Entrant]:
         if not results.downstream or all(value is None for value in main.values()):
             continue
         files: dict[str, DownstreamFile] = entry.submission.downstream
-        questions = [
-            np.array([question_values(r) for r in files[task].questions], dtype=float)
-            for task in results.downstream
+        setting = []
+        for task, block in sorted(results.downstream.items()):
+            file = files.get(task)
+            qa, hops = (file.qa, file.max_hops) if file else (block.qa_settings, block.max_hops)
+            setting.append((task, json.dumps(qa.model_dump(mode="json"), sort_keys=True), hops))
+        questions = {
+            task: (
+                [record.question.filing for record in files[task].questions],
+                np.array([question_values(r) for r in files[task].questions], dtype=float),
+            )
+            for task in sorted(results.downstream)
             if task in files and files[task].questions
-        ]
+        }
         found.append(
-            Entrant(entry.model, entry.run_id, main, downstream_values(results), questions)
+            Entrant(
+                entry.model,
+                entry.run_id,
+                main,
+                downstream_values(results),
+                tuple(setting),
+                questions,
+            )
         )
     return found
+
+
+def newest(found: Sequence[Entrant]) -> tuple[list[Entrant], int]:
+    """Each model's newest entry (the greatest run id: its date first), in the order given, and
+    how many were left out as older runs of a model."""
+    kept = {}
+    for entrant in found:
+        if entrant.model not in kept or entrant.run_id > kept[entrant.model].run_id:
+            kept[entrant.model] = entrant
+    chosen = [entrant for entrant in found if kept[entrant.model] is entrant]
+    return chosen, len(found) - len(chosen)
+
+
+def comparable(found: Sequence[Entrant]) -> tuple[list[Entrant], Setting | None]:
+    """The largest group of entries with the same `Setting` (of two as large, the one with the
+    newest run) and its setting; None where there is no entry."""
+    if not found:
+        return [], None
+    sizes = Counter(entrant.setting for entrant in found)
+    latest = {}
+    for entrant in found:
+        latest[entrant.setting] = max(latest.get(entrant.setting, ""), entrant.run_id)
+    setting = max(sizes, key=lambda each: (sizes[each], latest[each]))
+    return [entrant for entrant in found if entrant.setting == setting], setting
+
+
+def group_words(setting: Setting) -> str:
+    """The comparable group, in words."""
+    tasks = []
+    for task, qa, hops in setting:
+        asked = json.loads(qa)
+        tasks.append(
+            f"{task} (QA model {asked['name']}: {asked['model']} on {asked['backend']}, prompt "
+            f"{asked['prompt_sha'][:12]}, {asked['budget_tokens']} context tokens, "
+            f"{asked['neighbourhood_hops']} neighbourhood hops, paths within {hops} hops)"
+        )
+    return f"downstream task{'s' if len(tasks) > 1 else ''} " + "; ".join(tasks)
 
 
 @dataclass(frozen=True)
@@ -154,13 +220,38 @@ class Validity:
     """The board's validity check: who took part, and a cell per main score and measure."""
 
     models: list[dict[str, Any]]
-    """Per entry with both: model, run id, main scores and downstream values."""
+    """Per model taking part (its newest entry, in the comparable group): model, run id, main
+    scores and downstream values."""
     cells: list[Cell]
     draws: int
     seed: int
     min_models: int = MIN_MODELS
+    older: int = 0
+    """Entries left out as older runs of a model."""
+    set_aside: int = 0
+    """Models' newest entries set aside as not comparable with the group."""
+    group: Setting | None = None
+    """The comparable group's setting (None: no entry has both)."""
+
+    @property
+    def notes(self) -> list[str]:
+        """Who was left out, and the group, in words."""
+        older = f"{self.older} older run{'s' if self.older != 1 else ''} of a model"
+        notes = [f"One entry per model, its newest run: {older} left out."]
+        if self.group is not None:
+            aside = f"{self.set_aside} entr{'ies' if self.set_aside != 1 else 'y'}"
+            notes.append(
+                f"Comparable entries only: {group_words(self.group)}; {aside} set aside "
+                "(other downstream tasks, QA settings or max_hops)."
+            )
+        return notes
 
     def as_json(self) -> dict[str, Any]:
+        group = None
+        if self.group is not None:
+            group = {
+                task: {"qa": json.loads(qa), "max_hops": hops} for task, qa, hops in self.group
+            }
         return {
             "models": self.models,
             "cells": [asdict(cell) for cell in self.cells],
@@ -168,13 +259,19 @@ class Validity:
             "seed": self.seed,
             "min_models": self.min_models,
             "weak_below": WEAK,
+            "older_runs_left_out": self.older,
+            "set_aside": self.set_aside,
+            "group": group,
+            "notes": self.notes,
         }
 
 
 def validity(entries: Sequence[RunEntry], draws: int = DRAWS, seed: int = SEED) -> Validity:
-    """Spearman's ρ of every main score against every downstream measure over the entries with
-    both, each with its bootstrap interval and verdict (see the module)."""
-    found = entrants(entries)
+    """Spearman's ρ of every main score against every downstream measure over the comparable
+    entries with both, one per model, each with its bootstrap interval and verdict (see the
+    module)."""
+    everyone, older = newest(entrants(entries))
+    found, setting = comparable(everyone)
     cells = []
     booted: dict[tuple[int, ...], tuple[np.ndarray, np.ndarray]] = {}
     for score in MAIN_SCORES:
@@ -191,7 +288,7 @@ def validity(entries: Sequence[RunEntry], draws: int = DRAWS, seed: int = SEED) 
                 rho = _rho(x, y)
                 if rho is not None:
                     if chosen not in booted:
-                        booted[chosen] = _bootstrap([found[i] for i in chosen], draws, seed)
+                        booted[chosen] = bootstrap([found[i] for i in chosen], draws, seed)
                     picks, down = booted[chosen]
                     ci = _interval(np.array(x)[picks], down[:, :, column])
             same = [name for name, side in ((score, x), (measure, y)) if len(set(side)) < 2]
@@ -200,7 +297,8 @@ def validity(entries: Sequence[RunEntry], draws: int = DRAWS, seed: int = SEED) 
         {"model": e.model, "run_id": e.run_id, "main": e.main, "downstream": e.downstream}
         for e in found
     ]
-    return Validity(models, cells, draws, seed)
+    aside = len(everyone) - len(found)
+    return Validity(models, cells, draws, seed, MIN_MODELS, older, aside, setting)
 
 
 def _rho(x: Sequence[float], y: Sequence[float]) -> float | None:
@@ -210,23 +308,60 @@ def _rho(x: Sequence[float], y: Sequence[float]) -> float | None:
     return round(float(stats.spearmanr(x, y).statistic), 4)
 
 
-def _bootstrap(chosen: list[Entrant], draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """The models drawn (draws × models, indices into `chosen`) and, per drawn model, its
-    downstream values from its questions resampled (draws × models × measures, percent)."""
+def bootstrap(chosen: list[Entrant], draws: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The paired bootstrap: the models drawn (draws × models, indices into `chosen`) and, per
+    drawn model, its downstream values over the draw's filings (draws × models × measures,
+    percent). One generator seeded with `seed` draws the models, `integers(0, models, (draws,
+    models))`, then the filings (all the models' filings, sorted), `integers(0, filings, (draws,
+    filings))`, the same filings for every model; a model's value in a draw is, per task, the
+    mean of its defined values over the drawn filings' questions (a filing drawn twice counts
+    twice), averaged over its tasks, rounded to 9 decimals (equal means tie)."""
     rng = np.random.default_rng(seed)
     n = len(chosen)
     picks = rng.integers(0, n, size=(draws, n))
-    down = np.full((draws, n, len(MEASURES)), np.nan)
-    for index, entrant in enumerate(chosen):
-        where = np.nonzero(picks == index)
-        means = []
-        for values in entrant.questions:  # per task: its questions drawn again, each time
-            drawn = rng.integers(0, len(values), size=(len(where[0]), len(values)))
-            parts = np.array_split(drawn, max(1, len(drawn) // 256))  # (bounded memory)
-            means.append(np.concatenate([_nanmean(values[part], axis=1) for part in parts]))
-        if means:
-            down[where] = 100 * _nanmean(np.stack(means), axis=0)
+    filings = sorted({f for e in chosen for names, _ in e.questions.values() for f in names})
+    tasks = sorted({task for entrant in chosen for task in entrant.questions})
+    means = np.full((draws, n, len(MEASURES)), np.nan)
+    if filings:
+        drawn = rng.integers(0, len(filings), size=(draws, len(filings)))
+        sums, counts = _per_filing(chosen, filings, tasks)
+        counts, which = np.unique(counts, axis=1, return_inverse=True)  # (most columns alike)
+        both = np.concatenate([sums, counts], axis=1)
+        for start in range(0, draws, 256):  # (bounded memory)
+            rows = drawn[start : start + 256]
+            offsets = rows + len(filings) * np.arange(len(rows))[:, None]
+            weights = np.bincount(offsets.ravel(), minlength=rows.size).reshape(rows.shape)
+            product = weights.astype(float) @ both
+            total, defined = product[:, : sums.shape[1]], product[:, sums.shape[1] :][:, which]
+            task_means = np.divide(
+                total, defined, out=np.full(total.shape, np.nan), where=defined > 0
+            ).reshape(len(rows), n, len(tasks), len(MEASURES))
+            means[start : start + len(rows)] = 100 * _nanmean(task_means, axis=2)
+    down = np.take_along_axis(np.round(means, 9), picks[:, :, None], axis=1)
     return picks, down
+
+
+def _per_filing(
+    chosen: list[Entrant], filings: list[str], tasks: list[str]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per filing (rows), the sum and the count of each model's defined values of each task's
+    questions on it (columns: models × tasks × measures)."""
+    shape = (len(filings), len(chosen), len(tasks), len(MEASURES))
+    sums, counts = np.zeros(shape), np.zeros(shape)
+    for i, entrant in enumerate(chosen):
+        for j, task in enumerate(tasks):
+            if task not in entrant.questions:
+                continue
+            names, values = entrant.questions[task]
+            where = np.searchsorted(filings, names)
+            defined = ~np.isnan(values)
+            for m in range(len(MEASURES)):
+                ok = defined[:, m]
+                sums[:, i, j, m] = np.bincount(
+                    where[ok], weights=values[ok, m], minlength=len(filings)
+                )
+                counts[:, i, j, m] = np.bincount(where[ok], minlength=len(filings))
+    return sums.reshape(len(filings), -1), counts.reshape(len(filings), -1)
 
 
 def _nanmean(values: np.ndarray, axis: int) -> np.ndarray:
@@ -294,8 +429,10 @@ def markdown(report: Validity) -> str:
     """The report as a Markdown table (what `finreflect-eval validity` prints)."""
     lines = [
         f"Validity: Spearman's ρ over {len(report.models)} models with main scores and a "
-        f"downstream block (95% interval: {report.draws} draws resampling models and their "
-        f"questions, seed {report.seed}; under {report.min_models} models: undefined)",
+        f"downstream block (95% interval: {report.draws} paired draws, each resampling the "
+        "models and, the same for every model, the filings with all their questions, seed "
+        f"{report.seed}; under {report.min_models} models: undefined)",
+        *report.notes,
         "",
         "| main score | downstream measure | models | ρ | 95% interval | verdict |",
         "|---|---|---|---|---|---|",

@@ -6,24 +6,31 @@ give Spearman's ρ of each main score against each downstream measure, with a bo
 and a verdict in plain words. Six scripted candidates extract a nested share (0, 40, 50, 60, 80
 and 100%) of the sample's reference triples and of the questions' gold hops, so every main score
 and the evidence recall rise with the share (20% is left out: the questions' gold hops all rank
-above 0.36, so it extracts none of them, as 0% does, and the two would tie)."""
+above 0.36, so it extracts none of them, as 0% does, and the two would tie). One entry per model
+counts (its newest), of the largest group with the same downstream settings, and the interval is
+the paired filing bootstrap (checked against a small re-implementation here)."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
 import shutil
+from collections import defaultdict
+from fractions import Fraction
 
+import numpy as np
 import pytest
 import yaml
+from scipy import stats
 from support.multihop import qa_file, task_folder
 
 from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.cli import main
 from finreflect_eval.leaderboard import build, bundle_run, load_entries, submit
-from finreflect_eval.leaderboard.validity import validity
+from finreflect_eval.leaderboard.validity import SEED, markdown, validity
 from finreflect_eval.models import ModelSpec
 from finreflect_eval.pipeline.evaluator import evaluate
 from finreflect_eval.pipeline.judging import load_panel
@@ -35,6 +42,7 @@ pytestmark = pytest.mark.slow  # six whole runs and a board of them: a minute or
 
 SMOKE, DOWNSTREAM = "finreflect_smoke_single_pass", "mh_test"
 SHARES = (0, 40, 50, 60, 80, 100)
+CORRELATED = ("faithfulness", "evidence_recall")
 VERIFY = importlib.import_module("finreflect_eval.leaderboard.verify")  # (the module, not
 # the function the package's face hands on under the same name)
 
@@ -160,12 +168,103 @@ def test_validity_ranks_faithfulness_with_evidence_recall(board, report):
         else:
             assert each["verdict"] == ("positive" if each["rho"] > 0 else "negative")
     assert report["draws"] == 2000
-    again = validity(load_entries(board, "submissions")).as_json()
+    entries = load_entries(board, "submissions")
+    again = validity(entries).as_json()
     assert json.loads(json.dumps(again)) == report  # seeded
+    assert found["ci"] == pytest.approx(paired_interval(entries, report["models"]), abs=1e-4)
+    assert report["older_runs_left_out"] == report["set_aside"] == 0
+    assert report["group"][DOWNSTREAM]["max_hops"] == 3
 
     table = validity_of(board)
     assert "| main score | downstream measure | models | ρ | 95% interval | verdict |" in table
     assert f"| Faithfulness | evidence recall | 6 | +1.00 | [{low:+.2f}, {high:+.2f}] |" in table
+    assert "One entry per model, its newest run: 0 older runs of a model left out." in table
+    assert "; 0 entries set aside (other downstream tasks, QA settings or max_hops)." in table
+
+
+def paired_interval(entries, models, draws=2000, seed=SEED) -> list[float]:
+    """The 95% interval of ρ(faithfulness, evidence recall) by the paired filing bootstrap,
+    written again plainly: per draw the models (`models`' order) drawn, then the filings
+    drawn once for all of them; each model's recall the exact mean of its questions on the
+    drawn filings (a filing drawn twice counts twice)."""
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, len(models), size=(draws, len(models)))
+    per_model = []  # per model: its questions' edge shares, by filing
+    for model in models:
+        entry = next(e for e in entries if e.run_id == model["run_id"])
+        shares = defaultdict(list)
+        for record in entry.submission.downstream[DOWNSTREAM].questions:
+            edges = [hop.edge for hop in record.evidence]
+            shares[record.question.filing].append(Fraction(sum(edges), len(edges)))
+        per_model.append(shares)
+    filings = sorted(set().union(*per_model))
+    drawn = rng.integers(0, len(filings), size=(draws, len(filings)))
+    rhos = []
+    for row, taken in zip(picks, drawn, strict=True):
+        recall = []
+        for shares in per_model:
+            values = [value for k in taken for value in shares[filings[k]]]
+            recall.append(float(100 * sum(values) / len(values)))
+        x = [models[i]["main"]["faithfulness"] for i in row]
+        y = [recall[i] for i in row]
+        if len(set(x)) > 1 and len(set(y)) > 1:
+            rhos.append(stats.spearmanr(x, y).statistic)
+    assert len(rhos) >= draws / 2
+    return [round(float(bound), 4) for bound in np.percentile(rhos, [2.5, 97.5])]
+
+
+def _as(entry, model, run, **downstream):
+    """The entry as a submission of `model` started at `run`, its downstream file changed."""
+    submission = entry.submission
+    results = submission.results
+    config = results.config.model_copy(update={"model_name": model})
+    file = submission.downstream[DOWNSTREAM]
+    changed = file.model_copy(update=downstream)
+    submission = submission.model_copy(
+        update={
+            "results": results.model_copy(update={"run": run, "config": config}),
+            "downstream": {**submission.downstream, DOWNSTREAM: changed},
+        }
+    )
+    return dataclasses.replace(entry, submission=submission)
+
+
+def test_one_entry_per_model_and_only_comparable_ones(board, report):
+    entries = load_entries(board, "submissions")
+    of = {entry.model: entry for entry in entries}
+    qa = of["acme/kg-share-50"].submission.downstream[DOWNSTREAM].qa
+    extra = [
+        # an earlier submission of the 100% model, scored as the 0% one: counted, it would tie
+        _as(of["acme/kg-share-0"], "acme/kg-share-100", "2000-01-01T00-00-00-0000"),
+        # the 80% model submitted again, later: it counts, once
+        _as(of["acme/kg-share-80"], "acme/kg-share-80", "2999-01-01T00-00-00-0000"),
+        # two models measured otherwise: another QA budget, paths within 2 hops
+        _as(
+            of["acme/kg-share-50"],
+            "acme/kg-other-qa",
+            "2001-01-01T00-00-00-0000",
+            qa=qa.model_copy(update={"budget_tokens": 2048}),
+        ),
+        _as(of["acme/kg-share-40"], "acme/kg-other-k", "2001-01-01T00-00-00-0000", max_hops=2),
+    ]
+    checked = validity([*entries, *extra])
+    models = {m["model"]: m["run_id"] for m in checked.models}
+    assert sorted(models) == sorted(f"acme/kg-share-{share}" for share in SHARES)
+    assert models["acme/kg-share-100"] == of["acme/kg-share-100"].run_id  # its newest
+    assert models["acme/kg-share-80"] == extra[1].run_id
+    assert (checked.older, checked.set_aside) == (2, 2)
+    found = next(c for c in checked.cells if (c.score, c.measure) == CORRELATED)
+    assert (found.models, found.rho) == (6, 1.0)
+    table = markdown(checked)
+    assert table.startswith("Validity: Spearman's ρ over 6 models with main scores and a ")
+    assert "One entry per model, its newest run: 2 older runs of a model left out." in table
+    assert (
+        f"Comparable entries only: downstream task {DOWNSTREAM} (QA model scripted-qa: "
+        f"scripted-qa on scripted, prompt {qa.prompt_sha[:12]}, {qa.budget_tokens} context "
+        f"tokens, {qa.neighbourhood_hops} neighbourhood hops, paths within 3 hops); 2 entries "
+        "set aside (other downstream tasks, QA settings or max_hops)." in table
+    )
+    assert "| Faithfulness | evidence recall | 6 | +1.00 | [" in table
 
 
 def test_under_five_models_it_is_undefined(board, tmp_path):
@@ -233,6 +332,7 @@ def test_the_page_shows_the_validity_section(board, report):
     found = cell(report, "faithfulness", "evidence_recall")
     assert found["words"].replace("'", "&#39;") in page  # the computed verdict, escaped
     assert page.count('<tr class="verdict-') == len(report["cells"]) == 30
+    assert all(f"<p>{note}</p>" in page for note in report["notes"])
     assert "acme/kg-share-100" in page
 
 
