@@ -23,9 +23,9 @@ tells which of them are stale. Modules by job: `registry` (`datasets.json`, data
 the maintainer's pin), `verify` (with `sample_checks`: the samples' spans and votes, and the
 people's labels a submission carries; `task_checks`: its tasks, and its downstream files),
 `entries` (storage), `ranking` (paired comparisons, rank ranges, ties, ranking stability),
-`rows`, `validity` (the main scores against the downstream measures: Spearman's ρ over the
-entries, `finreflect-eval validity` and the page's section), `render` (with `templates/`). Who
-cast an entry's votes: `provenance` (an official entry's judges ran as the bundled panel pins
+`rows`, `validity` (the main scores against the downstream measures: Spearman's ρ over one
+comparable entry per model, `finreflect-eval validity` and the page's section), `render` (with
+`templates/`). Who cast an entry's votes: `provenance` (an official entry's judges ran as the bundled panel pins
 them; else it is a community entry, saying which field differed) and the seeded re-judging
 audit (`rejudging`: the draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s
 files, verified whenever the board is built).
