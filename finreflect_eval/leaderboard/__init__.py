@@ -25,8 +25,8 @@ people's labels a submission carries; `task_checks`: its tasks, and its downstre
 `entries` (storage), `ranking` (paired comparisons, rank ranges, ties, ranking stability),
 `rows`, `validity` (the main scores against the downstream measures: Spearman's ρ over one
 comparable entry per model, `finreflect-eval validity` and the page's section), `render` (with
-`templates/`). Who cast an entry's votes: `provenance` (an official entry's judges ran as the bundled panel pins
-them; else it is a community entry, saying which field differed) and the seeded re-judging
+`templates/`). Who cast an entry's votes: `provenance` (an official entry's judges ran as the
+bundled panel pins them; else it is a community entry, saying which field differed) and the seeded re-judging
 audit (`rejudging`: the draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s
 files, verified whenever the board is built).
 
