@@ -26,9 +26,9 @@ people's labels a submission carries; `task_checks`: its tasks, and its downstre
 `rows`, `validity` (the main scores against the downstream measures: Spearman's ρ over one
 comparable entry per model, `finreflect-eval validity` and the page's section), `render` (with
 `templates/`). Who cast an entry's votes: `provenance` (an official entry's judges ran as the
-bundled panel pins them; else it is a community entry, saying which field differed) and the seeded re-judging
-audit (`rejudging`: the draw, the re-judging, the comparison; `audited`: `leaderboard audit`'s
-files, verified whenever the board is built).
+bundled panel pins them; else it is a community entry, saying which field differed) and the
+seeded re-judging audit (`rejudging`: the draw, the re-judging, the comparison; `audited`:
+`leaderboard audit`'s files, verified whenever the board is built).
 
 May import every room below `cli` (`view`, `pipeline`, `review`, `runs`, `scoring`,
 `downstream`, `tasks`, `data`, `records`, `stats`, `protocol`, `_util`).
