@@ -18,7 +18,7 @@ from finreflect_eval.data import (
     load_benchmark,
     resolve_dataset,
 )
-from finreflect_eval.downstream.qa import validate_qa
+from finreflect_eval.downstream.qa import load_qa, validate_qa
 from finreflect_eval.models import ModelSpec, get_backend
 from finreflect_eval.pipeline.evaluator import tasks_of_run
 from finreflect_eval.pipeline.judging import JudgeSpec, Panel
@@ -224,7 +224,8 @@ def _version(dataset: str, revision: str | None, hub: Hub, unmet: list[str]) -> 
 
 
 def _run_models(config: RunConfig, tasks: list[Task]) -> list[tuple[str, ModelSpec]]:
-    """The models extraction loads, by role: the candidate and the tasks' normalisers."""
+    """The models a run loads besides the judges, by role: the candidate, the tasks'
+    normalisers, and the downstream tasks' QA model."""
     roles = []
     if isinstance(config.model, ModelSpec):  # a model the caller loaded needs nothing
         roles.append(("candidate", config.model))
@@ -234,6 +235,13 @@ def _run_models(config: RunConfig, tasks: list[Task]) -> list[tuple[str, ModelSp
             roles.append(
                 (f"normaliser of {task.name}", ModelSpec(ref.model, ref.backend, ref.model_args))
             )
+    qa_names = {config.qa or t.config.downstream.qa for t in tasks if t.config.downstream}
+    for name in sorted(qa_names):
+        try:
+            qa = load_qa(name)
+        except FinReflectError:  # the tasks' check says why (`validate_qa`)
+            continue
+        roles.append((f"QA model {qa.name}", qa.model_spec))
     return roles
 
 

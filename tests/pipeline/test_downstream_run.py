@@ -164,3 +164,18 @@ def test_a_question_taken_away_or_changed_is_refused(cli, env, tmp_path, change,
     scored = cli("score", "--samples", str(tmp_path / "out" / "candidate"), env=env)
     assert scored.returncode != 0
     assert says in scored.stderr.strip().splitlines()[-1]
+
+
+def test_run_check_plans_the_qa_model_and_refuses_a_broken_one(cli, env, tmp_path):
+    tasks = task_folder(tmp_path / "tasks", qa=qa_file(tmp_path / "qa"))
+    args = ("run", "--model", "candidate", "--backend", "scripted", "--tasks", "mh_test")
+    args += ("--include-path", str(tasks), "--judges", str(panel(tmp_path)), "--check")
+    planned = cli(*args, env=env)
+    assert planned.returncode == 0, planned.stderr
+    assert "QA model scripted-qa" in planned.stdout
+    qa = tmp_path / "qa" / "qa.yaml"
+    qa.write_text(qa.read_text().replace("budget_tokens: 1024", "budget_tokens: 5"))
+    refused = cli(*args, env=env)
+    assert refused.returncode != 0
+    assert "field 'downstream.qa'" in refused.stdout + refused.stderr
+    assert "budget_tokens" in refused.stdout + refused.stderr
