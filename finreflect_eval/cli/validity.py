@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
+from finreflect_eval._util.errors import FinReflectError
 from finreflect_eval.cli.options import add_leaderboard_folder
 from finreflect_eval.cli.subcommands import Commands
 
@@ -27,6 +28,8 @@ def validity_command(args: argparse.Namespace) -> None:
     from finreflect_eval.leaderboard.entries import load_entries
     from finreflect_eval.leaderboard.validity import markdown, validity
 
+    if not (args.leaderboard / "submissions").is_dir():
+        raise FinReflectError(f"{args.leaderboard}: no leaderboard here (no submissions/ folder)")
     report = validity(load_entries(args.leaderboard, "submissions"))
     if args.json:
         print(json.dumps(report.as_json(), indent=2, ensure_ascii=False))

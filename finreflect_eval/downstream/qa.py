@@ -197,7 +197,7 @@ def answer_request(
     qa: QAConfig, question: Question, context: Mapping[str, Any]
 ) -> GenerationRequest:
     system, user = qa.render("prompt", question=question.question, **context)
-    return _request(qa.generation_kwargs, system, user, AnswerOutput)
+    return qa.generation_kwargs.chat_request(system, user, AnswerOutput)
 
 
 def judge_request(
@@ -212,21 +212,7 @@ def judge_request(
     )
     if system_prefix:
         system = f"{system_prefix}\n{system}"
-    return _request(generation, system, user, CorrectnessVerdict)
-
-
-def _request(
-    generation: GenerationKwargs, system: str, user: str, schema: type[BaseModel]
-) -> GenerationRequest:
-    return GenerationRequest.chat(
-        [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        schema=schema,
-        max_tokens=generation.max_gen_toks,
-        temperature=generation.temperature,
-        seed=generation.seed,
-        top_p=generation.top_p,
-        top_k=generation.top_k,
-    )
+    return generation.chat_request(system, user, CorrectnessVerdict)
 
 
 # A number as an answer writes it: $1,234.5, (12.4), 7.5%, -3.

@@ -296,15 +296,7 @@ def judge_request(
     if judge.system_prefix:
         system = f"{judge.system_prefix}\n{system}"
     schema = triple_verdicts_model(len(triples)) if criterion in TRIPLE_CRITERIA else SpanVerdict
-    return GenerationRequest.chat(
-        [{"role": "system", "content": system}, {"role": "user", "content": user}],
-        schema=schema,
-        max_tokens=generation.max_gen_toks,
-        temperature=generation.temperature,
-        seed=generation.seed,
-        top_p=generation.top_p,
-        top_k=generation.top_k,
-    )
+    return generation.chat_request(system, user, schema)
 
 
 def judge_requests(

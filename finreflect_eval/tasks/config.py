@@ -32,6 +32,7 @@ from pydantic_core import PydanticCustomError
 from finreflect_eval._util.errors import FinReflectError, first_invalid_field
 from finreflect_eval._util.redaction import redact
 from finreflect_eval._util.resources import load_yaml, tasks_dir
+from finreflect_eval.models import GenerationRequest
 from finreflect_eval.protocol.criteria import CRITERIA, CriterionName
 from finreflect_eval.protocol.modes import MODES, ModeName
 from finreflect_eval.protocol.schema import KGSchema, load_schema
@@ -82,6 +83,18 @@ class GenerationKwargs(BaseModel):
             for key, value in handler(self).items()
             if value is not None or key not in ("top_p", "top_k")
         }
+
+    def chat_request(self, system: str, user: str, schema: Any) -> GenerationRequest:
+        """A system + user chat request under these settings, its output held to `schema`."""
+        return GenerationRequest.chat(
+            [{"role": "system", "content": system}, {"role": "user", "content": user}],
+            schema=schema,
+            max_tokens=self.max_gen_toks,
+            temperature=self.temperature,
+            seed=self.seed,
+            top_p=self.top_p,
+            top_k=self.top_k,
+        )
 
 
 class ModelRef(BaseModel):
